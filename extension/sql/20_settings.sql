@@ -1,0 +1,120 @@
+-- Settings (SPEC §11): defaults live in code, changes in memory.settings.
+
+CREATE FUNCTION memory._setting_defaults() RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'max_content', 100000,
+        'max_render', 8000,
+        'view_max_chars', 16000,
+        'dedupe_threshold', 0.92,
+        'text_search_config', 'english',
+        'service_role', 'memory_service',
+        'service_claim', 'service_role',
+        'permissions.read', 'memory.read',
+        'permissions.manage', 'memory.manage',
+        'permission_check', 'memory.has_permission(uuid,uuid,text)'
+    )
+$$;
+
+-- The current value of a setting; unknown keys are refused.
+CREATE FUNCTION memory.setting(key text) RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    value jsonb;
+BEGIN
+    IF key IS NULL OR NOT memory._setting_defaults() ? key THEN
+        PERFORM memory._fail('MEMORY_INVALID', format('unknown setting %L', key));
+    END IF;
+    SELECT s.value INTO value FROM memory.settings s WHERE s.key = setting.key;
+    RETURN coalesce(value, memory._setting_defaults() -> key);
+END
+$$;
+
+CREATE FUNCTION memory._setting_int(key text) RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (memory.setting(key))::integer $$;
+
+CREATE FUNCTION memory._setting_text(key text) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory.setting(key) ->> 0 $$;
+
+-- Checks one value against its key's rules; returns the value to store.
+CREATE FUNCTION memory._validate_setting(key text, value jsonb) RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    CASE
+    WHEN key IN ('max_content', 'max_render', 'view_max_chars') THEN
+        IF jsonb_typeof(value) <> 'number' OR value::numeric <> trunc(value::numeric)
+           OR value::numeric < 100 OR value::numeric > 100000000 THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                format('setting %s must be an integer between 100 and 100000000', key));
+        END IF;
+    WHEN key = 'dedupe_threshold' THEN
+        IF jsonb_typeof(value) <> 'number' OR value::numeric <= 0 OR value::numeric > 1 THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                'setting dedupe_threshold must be a number in (0, 1]');
+        END IF;
+    WHEN key = 'text_search_config' THEN
+        IF jsonb_typeof(value) <> 'string' OR to_regconfig(value ->> 0) IS NULL THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                format('setting text_search_config must name a text search configuration, got %s', value));
+        END IF;
+    WHEN key IN ('service_role', 'service_claim', 'permissions.read', 'permissions.manage') THEN
+        IF jsonb_typeof(value) <> 'string' OR value ->> 0 = '' OR octet_length(value ->> 0) > 256 THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                format('setting %s must be a non-empty string', key));
+        END IF;
+    WHEN key = 'permission_check' THEN
+        IF jsonb_typeof(value) = 'string' THEN
+            -- Accept "schema.fn" or "schema.fn(uuid,uuid,text)"; store the canonical signature.
+            fn := to_regprocedure(CASE WHEN value ->> 0 LIKE '%(%' THEN value ->> 0
+                                       ELSE (value ->> 0) || '(uuid,uuid,text)' END);
+        END IF;
+        IF fn IS NULL
+           OR (SELECT p.prorettype <> 'boolean'::regtype
+                   OR p.proargtypes::oid[] <> ARRAY['uuid'::regtype, 'uuid'::regtype, 'text'::regtype]::oid[]
+               FROM pg_proc p WHERE p.oid = fn) THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                format('setting permission_check must name a function (uuid, uuid, text) returning boolean, got %s', value));
+        END IF;
+        RETURN to_jsonb(fn::text);
+    ELSE
+        PERFORM memory._fail('MEMORY_INVALID', format('unknown setting %L', key));
+    END CASE;
+    RETURN value;
+END
+$$;
+
+-- Changes a setting (service only); a null value restores the default.
+CREATE FUNCTION memory.configure(key text, value jsonb) RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory._require_service();
+    IF key IS NULL OR NOT memory._setting_defaults() ? key THEN
+        PERFORM memory._fail('MEMORY_INVALID', format('unknown setting %L', key));
+    END IF;
+    IF value IS NULL OR value = 'null'::jsonb THEN
+        DELETE FROM memory.settings s WHERE s.key = configure.key;
+        RETURN memory._setting_defaults() -> key;
+    END IF;
+    value := memory._validate_setting(key, value);
+    INSERT INTO memory.settings AS s (key, value) VALUES (configure.key, configure.value)
+    ON CONFLICT ON CONSTRAINT settings_pkey
+    DO UPDATE SET value = excluded.value, updated_at = now();
+    RETURN value;
+END
+$$;
