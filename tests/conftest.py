@@ -8,15 +8,19 @@ extension created once; every test gets its own copy of it.
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pytest
 from pytest_postgresql import factories
 
 from pgmemory import server as embedded
+from tests.support import SERVICE, Principal, user_claims
 
 # Login roles shared by the whole cluster (roles are not per database).
 SERVICE_GROUP = "memory_service"  # SPEC §4 default setting `service_role`
@@ -41,7 +45,7 @@ class ServerInfo:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[ServerInfo]:
     embedded.sweep_stale_runs("tests")
-    srv = embedded.start(embedded.scratch_root() / f"tests-{__import__('os').getpid()}", fresh=True)
+    srv = embedded.start(embedded.scratch_root() / f"tests-{os.getpid()}", fresh=True)
     with psycopg.connect(srv.dsn(), autocommit=True) as conn:
         for stmt in (
             f"CREATE ROLE {SERVICE_GROUP} NOLOGIN",
@@ -80,5 +84,48 @@ def login_dsn(db: psycopg.Connection, pg_server: ServerInfo):
 
     def make(role: str) -> str:
         return f"postgresql://{role}@/{db.info.dbname}?host={pg_server.host}&port={pg_server.port}"
+
+    return make
+
+
+@pytest.fixture
+def as_(dsn: str) -> Iterator[Callable[..., Principal]]:
+    """Principal factory: as_(claims, login_dsn=None); closed after the test."""
+    opened: list[Principal] = []
+
+    def make(claims: dict[str, Any] | str | None, login: str | None = None) -> Principal:
+        principal = Principal(login or dsn, claims)
+        opened.append(principal)
+        return principal
+
+    yield make
+    for principal in opened:
+        principal.close()
+
+
+@pytest.fixture
+def service(as_: Callable[..., Principal]) -> Principal:
+    """The superuser login with no claims: the service."""
+    return as_(SERVICE)
+
+
+@pytest.fixture
+def org() -> uuid.UUID:
+    return uuid.uuid4()
+
+
+@pytest.fixture
+def member(as_: Callable[..., Principal], service: Principal, org: uuid.UUID):
+    """member(*permissions) → (user_id, Principal) of a new user of `org`; read by default."""
+
+    def make(
+        *permissions: str, organization: uuid.UUID | None = None
+    ) -> tuple[uuid.UUID, Principal]:
+        user_id = uuid.uuid4()
+        for permission in permissions or ("memory.read",):
+            service.rows(
+                "SELECT memory.grant(%s, %s, %s)", organization or org, user_id, permission
+            )
+        return user_id, as_(user_claims(user_id))
 
     return make

@@ -82,9 +82,10 @@ BEGIN
                                        ELSE (value ->> 0) || '(uuid,uuid,text)' END);
         END IF;
         IF fn IS NULL
-           OR (SELECT p.prorettype <> 'boolean'::regtype
-                   OR p.proargtypes::oid[] <> ARRAY['uuid'::regtype, 'uuid'::regtype, 'text'::regtype]::oid[]
-               FROM pg_proc p WHERE p.oid = fn) THEN
+           OR NOT (SELECT p.prorettype = 'boolean'::regtype AND p.pronargs = 3
+                          AND p.proargtypes[0] = 'uuid'::regtype AND p.proargtypes[1] = 'uuid'::regtype
+                          AND p.proargtypes[2] = 'text'::regtype
+                   FROM pg_proc p WHERE p.oid = fn) THEN
             PERFORM memory._fail('MEMORY_INVALID',
                 format('setting permission_check must name a function (uuid, uuid, text) returning boolean, got %s', value));
         END IF;

@@ -113,7 +113,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'grant needs an organization, a user and a permission');
     END IF;
     INSERT INTO memory.permissions AS p (organization_id, user_id, permission)
-    VALUES (grant.organization_id, grant.user_id, grant.permission)
+    VALUES ($1, $2, $3)  -- positional: GRANT is a reserved word
     ON CONFLICT ON CONSTRAINT permissions_pkey DO NOTHING;
 END
 $$;
@@ -126,9 +126,7 @@ AS $$
 BEGIN
     PERFORM memory._require_service();
     DELETE FROM memory.permissions p
-    WHERE p.organization_id = revoke.organization_id
-      AND p.user_id = revoke.user_id
-      AND p.permission = revoke.permission;
+    WHERE p.organization_id = $1 AND p.user_id = $2 AND p.permission = $3;
 END
 $$;
 

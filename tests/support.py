@@ -1,0 +1,76 @@
+"""Calling the SQL API as a given principal, one transaction per call."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+SERVICE = ""  # empty claims: the service, when the login is trusted
+
+
+@dataclass(frozen=True)
+class Failure:
+    sqlstate: str
+    hint: str | None
+    message: str
+
+
+class Principal:
+    """One login connection acting with fixed claims (None = leave claims unset)."""
+
+    def __init__(self, dsn: str, claims: dict[str, Any] | str | None) -> None:
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.claims = claims if claims is None or isinstance(claims, str) else json.dumps(claims)
+
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            if self.claims is not None:
+                cur.execute("SELECT set_config('request.jwt.claims', %s, true)", (self.claims,))
+            cur.execute(query, [Jsonb(p) if isinstance(p, (dict, list)) else p for p in params])
+            return cur.fetchall() if cur.description else []
+
+    def value(self, query: str, *params: Any) -> Any:
+        rows = self.rows(query, *params)
+        assert len(rows) == 1, rows
+        return rows[0][0]
+
+    def fails(self, query: str, *params: Any) -> Failure:
+        try:
+            self.rows(query, *params)
+        except psycopg.Error as err:
+            return Failure(
+                err.sqlstate or "", err.diag.message_hint, err.diag.message_primary or ""
+            )
+        raise AssertionError(f"expected an error from {query} {params}")
+
+    def run(
+        self, org: uuid.UUID | str, command: dict[str, Any], ns: dict[str, Any] | None = None
+    ) -> str:
+        return self.value("SELECT memory.run(%s, %s, %s)", str(org), command, ns or {})
+
+    def run_fails(
+        self, org: uuid.UUID | str, command: dict[str, Any], ns: dict[str, Any] | None = None
+    ) -> Failure:
+        return self.fails("SELECT memory.run(%s, %s, %s)", str(org), command, ns or {})
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def user_claims(user_id: uuid.UUID | str) -> dict[str, str]:
+    return {"sub": str(user_id), "role": "authenticated"}
+
+
+def snapshot(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
+    """Every row of every extension table, for 'nothing changed' checks."""
+    with conn.cursor() as cur:
+        out: list[tuple[Any, ...]] = []
+        for table in ("namespaces", "files", "permissions", "settings"):
+            cur.execute(f"SELECT to_jsonb(t)::text FROM memory.{table} t ORDER BY 1")
+            out.extend((table, row[0]) for row in cur.fetchall())
+        return out
