@@ -45,6 +45,18 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory.setting(key) ->> 0 $$;
 
+CREATE FUNCTION memory._is_regconfig(name text) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM name::regconfig;
+    RETURN true;
+EXCEPTION WHEN undefined_object OR invalid_name OR invalid_schema_name OR syntax_error THEN
+    RETURN false;
+END
+$$;
+
 -- Checks one value against its key's rules; returns the value to store.
 CREATE FUNCTION memory._validate_setting(key text, value jsonb) RETURNS jsonb
 LANGUAGE plpgsql STABLE
@@ -66,7 +78,7 @@ BEGIN
                 'setting dedupe_threshold must be a number in (0, 1]');
         END IF;
     WHEN key = 'text_search_config' THEN
-        IF jsonb_typeof(value) <> 'string' OR to_regconfig(value ->> 0) IS NULL THEN
+        IF jsonb_typeof(value) <> 'string' OR NOT memory._is_regconfig(value ->> 0) THEN
             PERFORM memory._fail('MEMORY_INVALID',
                 format('setting text_search_config must name a text search configuration, got %s', value));
         END IF;

@@ -569,9 +569,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT replace(replace(replace(replace(value, '&', '&amp;'), '<', '&lt;'), '>', '&gt;'), '"', '&quot;') $$;
 
 -- Core memory as delimited text for a system prompt: the organization's files,
--- then the namespace's, each ordered by path. Whole files are kept while
--- they fit in max_chars (default setting max_render); the rest is named in a
--- visible note, and the result is never longer than the limit.
+-- then the namespace's, each ordered by path. When all of it does not fit in
+-- max_chars (default setting max_render), whole files are kept in order while
+-- they fit and a visible note says how many were left out; the result is
+-- never longer than the limit.
 CREATE FUNCTION memory.render(org uuid, ns jsonb DEFAULT '{}', max_chars int DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -580,46 +581,46 @@ AS $$
 DECLARE
     target memory.namespaces := memory._resolve(org, ns, 'read');
     budget int := coalesce(max_chars, memory._setting_int('max_render'));
-    note_room constant int := 160;
-    block record;
-    result text := '';
-    total int := 0;
+    blocks text[];
+    block text;
+    kept text := '';
     omitted int := 0;
-    note text;
+    note_format constant text :=
+        '[core memory cut at %s characters: %s of %s files not shown; view /memories with the memory tool to read them]';
 BEGIN
     IF budget < 1 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'max_chars must be a positive number of characters');
     END IF;
-    FOR block IN
-        SELECT format(E'<memory_file path="%s" scope="%s">\n%s%s</memory_file>',
-                      memory._escape(f.path), n.scope, memory._escape(f.content),
-                      CASE WHEN f.content = '' OR right(f.content, 1) = E'\n' THEN '' ELSE E'\n' END) AS text
-        FROM memory.files f
-        JOIN memory.namespaces n ON n.organization_id = f.organization_id AND n.id = f.namespace_id
-        WHERE f.organization_id = org
-          AND f.namespace_id IN (memory._org_namespace_id(org), target.id)
-        ORDER BY f.namespace_id <> memory._org_namespace_id(org), f.path
-    LOOP
-        total := total + 1;
-        IF length(result) + length(block.text) + 1 <= budget - note_room THEN
-            result := result || CASE WHEN result = '' THEN '' ELSE E'\n' END || block.text;
+    SELECT coalesce(array_agg(memory._render_block(f.path, n.scope, f.content)
+                              ORDER BY n.scope <> 'organization', f.path), '{}')
+    INTO blocks
+    FROM memory.files f
+    JOIN memory.namespaces n ON n.organization_id = f.organization_id AND n.id = f.namespace_id
+    WHERE f.organization_id = org AND f.namespace_id IN (memory._org_namespace_id(org), target.id);
+    IF length(array_to_string(blocks, E'\n')) <= budget THEN
+        RETURN array_to_string(blocks, E'\n');
+    END IF;
+    FOREACH block IN ARRAY blocks LOOP
+        -- Room is kept for the note at its longest (every file omitted).
+        IF length(kept) + length(block) + 1
+           <= budget - length(format(note_format, budget, cardinality(blocks), cardinality(blocks))) - 1 THEN
+            kept := kept || CASE WHEN kept = '' THEN '' ELSE E'\n' END || block;
         ELSE
             omitted := omitted + 1;
-            -- Kept only if everything turns out to fit without a note.
-            note := coalesce(note, '') || E'\n' || block.text;
         END IF;
     END LOOP;
-    IF omitted = 0 THEN
-        RETURN result;
-    END IF;
-    IF omitted = total AND length(ltrim(note, E'\n')) <= budget THEN
-        RETURN ltrim(note, E'\n');
-    END IF;
-    IF length(result) + length(note) <= budget AND result <> '' THEN
-        RETURN result || note;
-    END IF;
-    note := format('[core memory cut at %s characters: %s of %s files not shown; view /memories with the memory tool to read them]',
-                   budget, omitted, total);
-    RETURN left(CASE WHEN result = '' THEN note ELSE result || E'\n' || note END, budget);
+    RETURN left(kept || CASE WHEN kept = '' THEN '' ELSE E'\n' END
+                || format(note_format, budget, omitted, cardinality(blocks)), budget);
 END
+$$;
+
+-- One file inside its delimiters; content and path are escaped so that
+-- neither can close the block or forge another one.
+CREATE FUNCTION memory._render_block(path text, scope text, content text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format(E'<memory_file path="%s" scope="%s">\n%s%s</memory_file>',
+                  memory._escape(path), scope, memory._escape(content),
+                  CASE WHEN content = '' OR right(content, 1) = E'\n' THEN '' ELSE E'\n' END)
 $$;
