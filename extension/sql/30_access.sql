@@ -67,10 +67,11 @@ END
 $$;
 
 -- The default permission check, backed by memory.grant / memory.revoke.
+-- Not SECURITY DEFINER and not executable by PUBLIC: who holds which
+-- permission is not for callers to probe (the resolver calls it as owner).
 CREATE FUNCTION memory.has_permission(organization_id uuid, user_id uuid, permission text)
 RETURNS boolean
 LANGUAGE sql STABLE
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT EXISTS (

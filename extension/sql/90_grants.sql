@@ -1,6 +1,7 @@
 -- Privileges: users reach memory only through the public functions, which
 -- check their caller themselves. Tables are granted to nobody; internal
--- helpers (memory._*) are not executable by PUBLIC.
+-- helpers (memory._*) and the default permission check are not executable
+-- by PUBLIC.
 
 REVOKE ALL ON ALL TABLES IN SCHEMA memory FROM PUBLIC;
 
@@ -16,3 +17,5 @@ BEGIN
     END LOOP;
 END
 $$;
+
+REVOKE ALL ON FUNCTION memory.has_permission(uuid, uuid, text) FROM PUBLIC;

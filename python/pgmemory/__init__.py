@@ -1,3 +1,38 @@
 """pgmemory: long-term memory for AI assistants, as a PostgreSQL extension."""
 
+from .calls import FileInfo
+from .client import AsyncMemory, Memory
+from .errors import (
+    Ambiguous,
+    Conflict,
+    DocumentConflict,
+    EmbeddingInvalid,
+    Exists,
+    Forbidden,
+    Invalid,
+    InvalidPath,
+    NoMatch,
+    NotFound,
+    PgMemoryError,
+    TooLarge,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Ambiguous",
+    "AsyncMemory",
+    "Conflict",
+    "DocumentConflict",
+    "EmbeddingInvalid",
+    "Exists",
+    "FileInfo",
+    "Forbidden",
+    "Invalid",
+    "InvalidPath",
+    "Memory",
+    "NoMatch",
+    "NotFound",
+    "PgMemoryError",
+    "TooLarge",
+]

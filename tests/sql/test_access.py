@@ -235,7 +235,12 @@ def test_web_login_with_user_claims_works_through_functions_only(as_, login_dsn,
             f"permission denied for table {table}",
         )
         assert web.fails(f"DELETE FROM memory.{table}").sqlstate == "42501"
-    for helper in ("memory._caller()", "memory._resolve(%s, '{}', 'write')"):
+    probes = (
+        "memory._caller()",
+        "memory._resolve(%s, '{}', 'write')",
+        "memory.has_permission(%s, gen_random_uuid(), 'memory.read')",
+    )
+    for helper in probes:
         args = (org,) if "%s" in helper else ()
         assert web.fails(f"SELECT {helper}", *args).sqlstate == "42501"
 
