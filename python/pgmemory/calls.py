@@ -90,3 +90,19 @@ def list_files(org: Org, ns: dict[str, Any] | None) -> Call[list[FileInfo]]:
         (org, _ns(ns)),
         lambda rows: [FileInfo(*row) for row in rows],
     )
+
+
+def grant(org: Org, user_id: uuid.UUID | str, permission: str) -> Call[None]:
+    return Call(
+        "SELECT memory.grant(%s::uuid, %s::uuid, %s::text)",
+        (org, user_id, permission),
+        lambda rows: None,
+    )
+
+
+def revoke(org: Org, user_id: uuid.UUID | str, permission: str) -> Call[None]:
+    return Call(
+        "SELECT memory.revoke(%s::uuid, %s::uuid, %s::text)",
+        (org, user_id, permission),
+        lambda rows: None,
+    )

@@ -101,6 +101,14 @@ class Memory(_Client[Source]):
     def list_files(self, org: Org, ns: Ns = None) -> list[FileInfo]:
         return self._source.execute(self._claims, calls.list_files(org, ns))
 
+    def grant(self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read") -> None:
+        """Give a user a permission in an organization (service only)."""
+        self._source.execute(self._claims, calls.grant(org, user_id, permission))
+
+    def revoke(self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read") -> None:
+        """Take a permission back (service only)."""
+        self._source.execute(self._claims, calls.revoke(org, user_id, permission))
+
 
 class AsyncMemory(_Client[AsyncSource]):
     """`Memory` for asyncio: a DSN, a psycopg AsyncConnection or an AsyncConnectionPool."""
@@ -149,3 +157,15 @@ class AsyncMemory(_Client[AsyncSource]):
 
     async def list_files(self, org: Org, ns: Ns = None) -> list[FileInfo]:
         return await self._source.execute(self._claims, calls.list_files(org, ns))
+
+    async def grant(
+        self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read"
+    ) -> None:
+        """Give a user a permission in an organization (service only)."""
+        await self._source.execute(self._claims, calls.grant(org, user_id, permission))
+
+    async def revoke(
+        self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read"
+    ) -> None:
+        """Take a permission back (service only)."""
+        await self._source.execute(self._claims, calls.revoke(org, user_id, permission))
