@@ -20,6 +20,15 @@ class Failure:
     message: str
 
 
+def _adapt(param: Any) -> Any:
+    """dicts, and lists that hold JSON (or nothing), go as jsonb; flat lists as arrays."""
+    if isinstance(param, dict) or (
+        isinstance(param, list) and (not param or isinstance(param[0], (dict, list)))
+    ):
+        return Jsonb(param)
+    return param
+
+
 class Principal:
     """One login connection acting with fixed claims (None = leave claims unset)."""
 
@@ -31,7 +40,7 @@ class Principal:
         with self.conn.transaction(), self.conn.cursor() as cur:
             if self.claims is not None:
                 cur.execute("SELECT set_config('request.jwt.claims', %s, true)", (self.claims,))
-            cur.execute(query, [Jsonb(p) if isinstance(p, (dict, list)) else p for p in params])
+            cur.execute(query, [_adapt(p) for p in params])
             return cur.fetchall() if cur.description else []
 
     def value(self, query: str, *params: Any) -> Any:

@@ -59,3 +59,37 @@ SELECT pg_catalog.pg_extension_config_dump('memory.namespaces', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.files', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.permissions', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.settings', '');
+
+-- Archival memory: facts with an embedding (null = pending) and a tsvector.
+-- The embedding column's type and dimension follow memory.configure_embeddings.
+CREATE TABLE memory.facts (
+    organization_id uuid NOT NULL,
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    namespace_id uuid NOT NULL,
+    content text NOT NULL CHECK (content <> ''),
+    content_hash text NOT NULL,   -- md5(content): set_memory_embeddings writes only on a match
+    text_key text NOT NULL,       -- md5 of the normalized text: dedupe without embeddings
+    search_text tsvector NOT NULL,
+    embedding @extschema:vector@.vector(1536),
+    embedding_model text,
+    lease_until timestamptz,      -- pending_embeddings hands a row to one worker at a time
+    version bigint NOT NULL DEFAULT 1 CHECK (version > 0),
+    source jsonb,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    forgotten_at timestamptz,
+    superseded_by uuid,
+    PRIMARY KEY (organization_id, id),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+CREATE INDEX facts_live_idx ON memory.facts (organization_id, namespace_id, text_key)
+    WHERE forgotten_at IS NULL;
+CREATE UNIQUE INDEX facts_id_idx ON memory.facts (id);
+CREATE INDEX facts_embedding_idx ON memory.facts
+    USING hnsw (embedding @extschema:vector@.vector_cosine_ops) WHERE forgotten_at IS NULL;
+CREATE INDEX facts_search_idx ON memory.facts USING gin (search_text) WHERE forgotten_at IS NULL;
+CREATE INDEX facts_pending_idx ON memory.facts (created_at)
+    WHERE embedding IS NULL AND forgotten_at IS NULL;
+ALTER TABLE memory.facts ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('memory.facts', '');

@@ -9,6 +9,7 @@ AS $$
         'max_render', 8000,
         'view_max_chars', 16000,
         'dedupe_threshold', 0.92,
+        'exact_search_max_rows', 2000,
         'text_search_config', 'english',
         'service_role', 'memory_service',
         'service_claim', 'service_role',
@@ -72,6 +73,12 @@ BEGIN
             PERFORM memory._fail('MEMORY_INVALID',
                 format('setting %s must be an integer between 100 and 100000000', key));
         END IF;
+    WHEN key = 'exact_search_max_rows' THEN
+        IF jsonb_typeof(value) <> 'number' OR value::numeric <> trunc(value::numeric)
+           OR value::numeric < 0 OR value::numeric > 100000000 THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                'setting exact_search_max_rows must be an integer between 0 and 100000000');
+        END IF;
     WHEN key = 'dedupe_threshold' THEN
         IF jsonb_typeof(value) <> 'number' OR value::numeric <= 0 OR value::numeric > 1 THEN
             PERFORM memory._fail('MEMORY_INVALID',
@@ -122,12 +129,18 @@ BEGIN
     END IF;
     IF value IS NULL OR value = 'null'::jsonb THEN
         DELETE FROM memory.settings s WHERE s.key = configure.key;
+        IF key = 'text_search_config' THEN
+            PERFORM memory._rederive_search_text();
+        END IF;
         RETURN memory._setting_defaults() -> key;
     END IF;
     value := memory._validate_setting(key, value);
     INSERT INTO memory.settings AS s (key, value) VALUES (configure.key, configure.value)
     ON CONFLICT ON CONSTRAINT settings_pkey
     DO UPDATE SET value = excluded.value, updated_at = now();
+    IF key = 'text_search_config' THEN
+        PERFORM memory._rederive_search_text();
+    END IF;
     RETURN value;
 END
 $$;

@@ -240,3 +240,56 @@ CREATE FUNCTION memory._org_namespace_id(org uuid) RETURNS uuid
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory._namespace_id(org, 'organization', NULL, NULL) $$;
+
+-- May the caller use an existing namespace row (a fact found by its id)?
+-- Another user's namespace answers as if the row did not exist.
+CREATE FUNCTION memory._authorize(target memory.namespaces, need text, missing text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    who memory.caller := memory._caller();
+BEGIN
+    IF who.service THEN
+        RETURN;
+    END IF;
+    IF target.id IS NULL OR (target.owner_id IS NOT NULL AND target.owner_id <> who.user_id) THEN
+        PERFORM memory._fail('MEMORY_NOT_FOUND', missing);
+    END IF;
+    IF NOT memory._permitted(target.organization_id, who.user_id, memory._setting_text('permissions.read')) THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: no read permission in this organization');
+    END IF;
+    IF target.scope = 'organization' AND need = 'write'
+       AND NOT memory._permitted(target.organization_id, who.user_id, memory._setting_text('permissions.manage')) THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: changing organization memory needs the manage permission');
+    END IF;
+END
+$$;
+
+-- `ns` as one namespace or an array of them (searches), resolved for reading.
+CREATE FUNCTION memory._resolve_many(org uuid, ns jsonb) RETURNS uuid[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(ns) IS DISTINCT FROM 'array' THEN
+        RETURN ARRAY[(memory._resolve(org, ns, 'read')).id];
+    END IF;
+    IF jsonb_array_length(ns) NOT BETWEEN 1 AND 32 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'ns must name between 1 and 32 namespaces');
+    END IF;
+    RETURN ARRAY(SELECT DISTINCT (memory._resolve(org, item, 'read')).id FROM jsonb_array_elements(ns) item);
+END
+$$;
+
+-- A namespace row as the jsonb a caller would pass.
+CREATE FUNCTION memory._ns_json(target memory.namespaces) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+        'scope', target.scope,
+        CASE target.scope WHEN 'agent' THEN 'agent_id' WHEN 'chat' THEN 'chat_id'
+                          WHEN 'project' THEN 'project_id' ELSE 'none' END, target.scope_id,
+        'owner_id', target.owner_id))
+$$;

@@ -1,0 +1,157 @@
+-- Embeddings (SPEC §8): one configured type and dimension for every
+-- embedding column, validation of vectors from callers, and the pending
+-- pipeline (pending_embeddings / set_memory_embeddings) shared by every kind.
+
+-- The configured embedding type and dimension, read from the catalog.
+CREATE FUNCTION memory._embedding_config(OUT type_name text, OUT dimensions int)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.typname::text, a.atttypmod
+    FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+    WHERE a.attrelid = 'memory.facts'::regclass AND a.attname = 'embedding'
+$$;
+
+-- A caller's real[] as a vector, or EMBEDDING_INVALID (null stays null).
+CREATE FUNCTION memory._embedding(value real[]) RETURNS @extschema:vector@.vector
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    expected int := (memory._embedding_config()).dimensions;
+BEGIN
+    IF value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF array_ndims(value) IS DISTINCT FROM 1 OR cardinality(value) <> expected THEN
+        PERFORM memory._fail('EMBEDDING_INVALID',
+            format('embedding has %s dimensions, expected %s', coalesce(cardinality(value), 0), expected));
+    END IF;
+    IF EXISTS (SELECT FROM unnest(value) x WHERE x IS NULL OR x = 'NaN' OR x IN ('Infinity', '-Infinity')) THEN
+        PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite numbers');
+    END IF;
+    RETURN value::@extschema:vector@.vector;
+END
+$$;
+
+-- A JSON array of numbers as a vector, or EMBEDDING_INVALID.
+CREATE FUNCTION memory._embedding_json(value jsonb) RETURNS @extschema:vector@.vector
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(value) IS DISTINCT FROM 'array' THEN
+        PERFORM memory._fail('EMBEDDING_INVALID', 'an embedding must be a JSON array of numbers');
+    END IF;
+    IF EXISTS (SELECT FROM jsonb_array_elements(value) x
+               WHERE jsonb_typeof(x) <> 'number' OR abs(x::numeric) > 3.4028234663852886e38) THEN
+        PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
+    END IF;
+    RETURN memory._embedding(ARRAY(SELECT x::real FROM jsonb_array_elements_text(value) x));
+END
+$$;
+
+-- Changes the embedding type and dimension (service only): the columns are
+-- retyped, every embedding becomes pending and the HNSW index is rebuilt.
+CREATE FUNCTION memory.configure_embeddings(dimensions int, type text DEFAULT 'vector') RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind text := $2;  -- "type" is awkward as an identifier in PL/pgSQL
+    -- HNSW indexes up to 2,000 dimensions of vector and 4,000 of halfvec.
+    max_dimensions int := CASE $2 WHEN 'halfvec' THEN 4000 ELSE 2000 END;
+    vector_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                           WHERE e.extname = 'vector');
+BEGIN
+    PERFORM memory._require_service();
+    IF kind IS NULL OR kind NOT IN ('vector', 'halfvec') THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'embedding type must be vector or halfvec');
+    END IF;
+    IF dimensions IS NULL OR dimensions < 1 OR dimensions > max_dimensions THEN
+        PERFORM memory._fail('MEMORY_INVALID',
+            format('embedding dimensions must be between 1 and %s for %s', max_dimensions, kind));
+    END IF;
+    IF (memory._embedding_config()).type_name = kind AND (memory._embedding_config()).dimensions = dimensions THEN
+        RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
+    END IF;
+    DROP INDEX memory.facts_embedding_idx;
+    EXECUTE format('ALTER TABLE memory.facts ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
+                   vector_schema, kind, dimensions);
+    UPDATE memory.facts SET embedding_model = NULL, lease_until = NULL WHERE embedding_model IS NOT NULL;
+    EXECUTE format('CREATE INDEX facts_embedding_idx ON memory.facts USING hnsw (embedding %I.%I) '
+                   'WHERE forgotten_at IS NULL', vector_schema, kind || '_cosine_ops');
+    RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
+END
+$$;
+
+-- Rows waiting for an embedding, leased to this caller for five minutes so
+-- that concurrent workers never get the same row (service only).
+CREATE FUNCTION memory.pending_embeddings(max int DEFAULT 100)
+RETURNS TABLE (id uuid, kind text, content text, content_hash text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory._require_service();
+    IF max IS NULL OR max < 1 OR max > 10000 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'max must be between 1 and 10000');
+    END IF;
+    RETURN QUERY
+    WITH picked AS (
+        SELECT f.organization_id, f.id FROM memory.facts f
+        WHERE f.embedding IS NULL AND f.forgotten_at IS NULL
+          AND (f.lease_until IS NULL OR f.lease_until < clock_timestamp())
+        ORDER BY f.created_at
+        LIMIT max
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE memory.facts f SET lease_until = clock_timestamp() + interval '5 minutes'
+    FROM picked
+    WHERE f.organization_id = picked.organization_id AND f.id = picked.id
+    RETURNING f.id, 'fact'::text, f.content, f.content_hash;
+END
+$$;
+
+-- Writes a batch of vectors in one call (service only). Every vector is
+-- checked before anything is written; a row whose text changed since its
+-- hash was handed out keeps waiting. Returns the number of rows written.
+CREATE FUNCTION memory.set_memory_embeddings(ids uuid[], content_hashes text[], vectors jsonb, model text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    written int;
+BEGIN
+    PERFORM memory._require_service();
+    IF ids IS NULL OR content_hashes IS NULL OR jsonb_typeof(vectors) IS DISTINCT FROM 'array'
+       OR cardinality(ids) <> cardinality(content_hashes) OR cardinality(ids) <> jsonb_array_length(vectors) THEN
+        PERFORM memory._fail('EMBEDDING_INVALID',
+            format('expected one vector and one content hash per id: %s ids, %s hashes, %s vectors',
+                   cardinality(ids), cardinality(content_hashes),
+                   CASE WHEN jsonb_typeof(vectors) = 'array' THEN jsonb_array_length(vectors) END));
+    END IF;
+    IF (SELECT count(DISTINCT jsonb_array_length(v)) FROM jsonb_array_elements(vectors) v
+        WHERE jsonb_typeof(v) = 'array') > 1 THEN
+        PERFORM memory._fail('EMBEDDING_INVALID', 'vectors of mixed lengths in one batch');
+    END IF;
+    -- Every vector is checked first: nothing is written unless all are valid.
+    PERFORM count(memory._embedding_json(v)) FROM jsonb_array_elements(vectors) v;
+    WITH batch AS MATERIALIZED (
+        SELECT i.id, h.hash, memory._embedding_json(v.vector) AS embedding
+        FROM unnest(ids) WITH ORDINALITY AS i(id, n)
+        JOIN unnest(content_hashes) WITH ORDINALITY AS h(hash, n) USING (n)
+        JOIN jsonb_array_elements(vectors) WITH ORDINALITY AS v(vector, n) USING (n)
+    )
+    UPDATE memory.facts f
+    SET embedding = batch.embedding, embedding_model = model, lease_until = NULL
+    FROM batch
+    WHERE f.id = batch.id AND f.content_hash = batch.hash;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    RETURN written;
+END
+$$;

@@ -1,0 +1,246 @@
+-- Archival memory (SPEC §7): facts saved once (near-duplicates refused),
+-- forgotten or superseded but kept, edited with a version bump.
+
+CREATE FUNCTION memory._normalized_key(content text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT md5(lower(regexp_replace(btrim(content), '\s+', ' ', 'g'))) $$;
+
+CREATE FUNCTION memory._search_text(content text) RETURNS tsvector
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT to_tsvector(memory._setting_text('text_search_config')::regconfig, content) $$;
+
+-- After text_search_config changes, every stored tsvector follows it.
+CREATE FUNCTION memory._rederive_search_text() RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ UPDATE memory.facts SET search_text = memory._search_text(content) $$;
+
+CREATE FUNCTION memory._check_fact_text(content text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF content IS NULL OR btrim(content) = '' THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'a fact needs non-empty content');
+    END IF;
+    IF length(content) > memory._setting_int('max_content') THEN
+        PERFORM memory._fail('MEMORY_TOO_LARGE',
+            format('Fact content is %s characters long, over the limit of %s characters',
+                   length(content), memory._setting_int('max_content')));
+    END IF;
+END
+$$;
+
+-- Does the namespace set hold few enough live embedded facts to be ranked
+-- exactly? Counting stops at the limit, so this is cheap for any size.
+CREATE FUNCTION memory._small_fact_set(org uuid, namespace_ids uuid[]) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT count(*) <= memory._setting_int('exact_search_max_rows') FROM (
+        SELECT FROM memory.facts f
+        WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
+        LIMIT memory._setting_int('exact_search_max_rows') + 1) s
+$$;
+
+-- The live facts nearest to `query` by cosine distance: an exact scan for a
+-- small namespace set ("+ 0" keeps the planner off the HNSW index, whose
+-- filtered scan could return fewer rows), the HNSW index with iterative scan
+-- (set by the calling public function) for a large one.
+CREATE FUNCTION memory._nearest_facts(org uuid, namespace_ids uuid[], query @extschema:vector@.vector, k int)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory._small_fact_set(org, namespace_ids) THEN
+        RETURN QUERY
+        SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d
+        FROM memory.facts f
+        WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
+        ORDER BY (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, f.id
+        LIMIT k;
+    ELSE
+        RETURN QUERY
+        WITH candidates AS MATERIALIZED (
+            SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d
+            FROM memory.facts f
+            WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+              AND f.forgotten_at IS NULL
+            ORDER BY f.embedding OPERATOR(@extschema:vector@.<=>) query
+            LIMIT k)
+        SELECT c.id, c.d FROM candidates c ORDER BY c.d, c.id;  -- relaxed order: sort again
+    END IF;
+END
+$$;
+
+CREATE FUNCTION memory._insert_fact(target memory.namespaces, content text,
+                                    embedding @extschema:vector@.vector, source jsonb) RETURNS uuid
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash, text_key,
+                              search_text, embedding, source)
+    VALUES (target.organization_id, target.id, content, md5(content), memory._normalized_key(content),
+            memory._search_text(content), embedding, source)
+    RETURNING id
+$$;
+
+-- Saves facts, refusing each one whose cosine similarity to a live fact of
+-- the namespace (or an earlier fact of this batch) is >= threshold; without
+-- an embedding a fact is deduplicated by its normalized text. Callers saving
+-- into one namespace serialize on its lock, so a fact is stored once.
+CREATE FUNCTION memory.save_facts(org uuid, facts jsonb, ns jsonb DEFAULT '{}', threshold float8 DEFAULT NULL)
+RETURNS TABLE (ord int, id uuid, duplicate_of uuid, similarity float8)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET hnsw.iterative_scan = 'relaxed_order'
+AS $$
+DECLARE
+    target memory.namespaces := memory._resolve(org, ns, 'write');
+    item record;
+    vec @extschema:vector@.vector;
+    nearest record;
+BEGIN
+    threshold := coalesce(threshold, (memory.setting('dedupe_threshold'))::float8);
+    IF threshold <= 0 OR threshold > 1 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'threshold must be in (0, 1]');
+    END IF;
+    IF jsonb_typeof(facts) IS DISTINCT FROM 'array' OR jsonb_array_length(facts) > 1000 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'facts must be a JSON array of at most 1000 facts');
+    END IF;
+    -- Validate the whole batch before saving any of it.
+    FOR item IN SELECT f.value AS fact FROM jsonb_array_elements(facts) f LOOP
+        IF jsonb_typeof(item.fact) <> 'object' OR jsonb_typeof(item.fact -> 'content') IS DISTINCT FROM 'string' THEN
+            PERFORM memory._fail('MEMORY_INVALID', 'each fact must be an object with a "content" string');
+        END IF;
+        PERFORM memory._check_fact_text(item.fact ->> 'content');
+        IF item.fact ? 'embedding' AND item.fact -> 'embedding' <> 'null'::jsonb THEN
+            PERFORM memory._embedding_json(item.fact -> 'embedding');
+        END IF;
+    END LOOP;
+    PERFORM memory._lock_namespace(target);
+    FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
+        ord := item.n;
+        vec := CASE WHEN item.fact -> 'embedding' <> 'null'::jsonb THEN memory._embedding_json(item.fact -> 'embedding') END;
+        SELECT f.id, 1.0::float8 AS similarity INTO nearest FROM memory.facts f
+        WHERE f.organization_id = org AND f.namespace_id = target.id AND f.forgotten_at IS NULL
+          AND f.text_key = memory._normalized_key(item.fact ->> 'content')
+        ORDER BY f.created_at LIMIT 1;
+        IF nearest.id IS NULL AND vec IS NOT NULL THEN
+            SELECT n.id, 1 - n.distance AS similarity INTO nearest
+            FROM memory._nearest_facts(org, ARRAY[target.id], vec, 1) n;
+        END IF;
+        IF nearest.id IS NOT NULL AND nearest.similarity >= threshold THEN
+            id := NULL; duplicate_of := nearest.id; similarity := nearest.similarity;
+        ELSE
+            id := memory._insert_fact(target, item.fact ->> 'content', vec, item.fact -> 'source');
+            duplicate_of := NULL; similarity := NULL;
+        END IF;
+        nearest := NULL;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- One fact; returns its new id, or the id of the fact it duplicates.
+CREATE FUNCTION memory.save_fact(org uuid, content text, embedding real[] DEFAULT NULL, ns jsonb DEFAULT '{}',
+                                 source jsonb DEFAULT NULL) RETURNS uuid
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(s.id, s.duplicate_of)
+    FROM memory.save_facts(org, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+        'content', content, 'embedding', to_jsonb(embedding), 'source', source))), ns) s
+$$;
+
+-- A fact and its namespace, locked, once the caller may `need` it.
+CREATE FUNCTION memory._fact(fact_id uuid, need text) RETURNS memory.facts
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fact memory.facts;
+    home memory.namespaces;
+BEGIN
+    IF need = 'write' THEN
+        SELECT f.* INTO fact FROM memory.facts f WHERE f.id = fact_id FOR UPDATE;
+    ELSE
+        SELECT f.* INTO fact FROM memory.facts f WHERE f.id = fact_id;
+    END IF;
+    IF fact.id IS NULL THEN
+        PERFORM memory._fail('MEMORY_NOT_FOUND', format('fact %s does not exist', fact_id));
+    END IF;
+    SELECT n.* INTO home FROM memory.namespaces n
+    WHERE n.organization_id = fact.organization_id AND n.id = fact.namespace_id;
+    PERFORM memory._authorize(home, need, format('fact %s does not exist', fact_id));
+    RETURN fact;
+END
+$$;
+
+CREATE FUNCTION memory.forget(id uuid, superseded_by uuid DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fact memory.facts := memory._fact(id, 'write');
+BEGIN
+    IF superseded_by IS NOT NULL AND NOT EXISTS (
+        SELECT FROM memory.facts s
+        WHERE s.organization_id = fact.organization_id AND s.id = forget.superseded_by
+          AND s.namespace_id = fact.namespace_id AND s.forgotten_at IS NULL AND s.id <> fact.id) THEN
+        PERFORM memory._fail('MEMORY_INVALID',
+            format('superseded_by %s is not a live fact of the same namespace', superseded_by));
+    END IF;
+    UPDATE memory.facts f
+    SET forgotten_at = coalesce(f.forgotten_at, now()), superseded_by = forget.superseded_by,
+        lease_until = NULL, updated_at = now()
+    WHERE f.organization_id = fact.organization_id AND f.id = fact.id;
+END
+$$;
+
+-- New content: the version goes up and the embedding waits to be recomputed.
+CREATE FUNCTION memory.edit_fact(id uuid, content text) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fact memory.facts := memory._fact(id, 'write');
+    version bigint;
+BEGIN
+    PERFORM memory._check_fact_text(content);
+    UPDATE memory.facts f
+    SET content = edit_fact.content, content_hash = md5(edit_fact.content),
+        text_key = memory._normalized_key(edit_fact.content), search_text = memory._search_text(edit_fact.content),
+        embedding = NULL, embedding_model = NULL, lease_until = NULL,
+        version = f.version + 1, updated_at = now()
+    WHERE f.organization_id = fact.organization_id AND f.id = fact.id
+    RETURNING f.version INTO version;
+    RETURN version;
+END
+$$;
+
+CREATE FUNCTION memory.get_fact(id uuid) RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fact memory.facts := memory._fact(id, 'read');
+BEGIN
+    RETURN jsonb_build_object(
+        'id', fact.id, 'content', fact.content, 'version', fact.version,
+        'ns', (SELECT memory._ns_json(n) FROM memory.namespaces n
+               WHERE n.organization_id = fact.organization_id AND n.id = fact.namespace_id),
+        'created_at', fact.created_at, 'forgotten_at', fact.forgotten_at,
+        'superseded_by', fact.superseded_by, 'embedding_pending', fact.embedding IS NULL);
+END
+$$;
