@@ -2,6 +2,7 @@
 
 from .calls import FileInfo
 from .client import AsyncMemory, Memory
+from .embedders import Embedder, EmbedderError, LocalEmbedder, OpenAIEmbedder
 from .errors import (
     Ambiguous,
     Conflict,
@@ -24,15 +25,19 @@ __all__ = [
     "AsyncMemory",
     "Conflict",
     "DocumentConflict",
+    "Embedder",
+    "EmbedderError",
     "EmbeddingInvalid",
     "Exists",
     "FileInfo",
     "Forbidden",
     "Invalid",
     "InvalidPath",
+    "LocalEmbedder",
     "Memory",
     "NoMatch",
     "NotFound",
+    "OpenAIEmbedder",
     "PgMemoryError",
     "TooLarge",
 ]
