@@ -131,6 +131,23 @@ BEGIN
 END
 $$;
 
+-- A user needs the read permission to use memory in an organization, and
+-- the manage permission to change the organization's own namespace.
+CREATE FUNCTION memory._check_permissions(org uuid, user_id uuid, scope text, need text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT memory._permitted(org, user_id, memory._setting_text('permissions.read')) THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: no read permission in this organization');
+    END IF;
+    IF scope = 'organization' AND need = 'write'
+       AND NOT memory._permitted(org, user_id, memory._setting_text('permissions.manage')) THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: changing organization memory needs the manage permission');
+    END IF;
+END
+$$;
+
 -- A namespace's id is a digest of its key: stable, collision-free in practice,
 -- and computable by readers without a lookup or a write.
 CREATE FUNCTION memory._namespace_id(org uuid, scope text, owner_id uuid, scope_id text) RETURNS uuid
@@ -216,13 +233,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', format('the service must pass owner_id for a %s namespace', parsed.scope));
     END IF;
     IF NOT who.service THEN
-        IF NOT memory._permitted(org, who.user_id, memory._setting_text('permissions.read')) THEN
-            PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: no read permission in this organization');
-        END IF;
-        IF parsed.scope = 'organization' AND need = 'write'
-           AND NOT memory._permitted(org, who.user_id, memory._setting_text('permissions.manage')) THEN
-            PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: changing organization memory needs the manage permission');
-        END IF;
+        PERFORM memory._check_permissions(org, who.user_id, parsed.scope, need);
     END IF;
     result := ROW(org, memory._namespace_id(org, parsed.scope, owner, parsed.scope_id),
                   parsed.scope, owner, parsed.scope_id, now())::memory.namespaces;
@@ -256,13 +267,7 @@ BEGIN
     IF target.id IS NULL OR (target.owner_id IS NOT NULL AND target.owner_id <> who.user_id) THEN
         PERFORM memory._fail('MEMORY_NOT_FOUND', missing);
     END IF;
-    IF NOT memory._permitted(target.organization_id, who.user_id, memory._setting_text('permissions.read')) THEN
-        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: no read permission in this organization');
-    END IF;
-    IF target.scope = 'organization' AND need = 'write'
-       AND NOT memory._permitted(target.organization_id, who.user_id, memory._setting_text('permissions.manage')) THEN
-        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: changing organization memory needs the manage permission');
-    END IF;
+    PERFORM memory._check_permissions(target.organization_id, who.user_id, target.scope, need);
 END
 $$;
 
