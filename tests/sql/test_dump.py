@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.types.json
 
 from pgmemory.server import pg_bin_dir
 from tests.support import SERVICE, Principal, user_claims
@@ -285,4 +286,66 @@ def test_dump_and_restore_keep_every_row(
         assert _tables(dsn) == before
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {restored} WITH (FORCE)")
+
+
+def test_dump_with_configured_embeddings_restores_in_sections(
+    service: Principal, org: uuid.UUID, dsn: str, pg_server, tmp_path: Path
+) -> None:
+    """configure_embeddings retypes a column after CREATE EXTENSION, which a dump
+    does not record: restore the schema, configure the same embeddings, then the
+    data (docs/operations.md)."""
+    owner = {"owner_id": str(uuid.uuid4())}
+    assert service.value("SELECT memory.configure_embeddings(4, 'halfvec')") == {
+        "dimensions": 4,
+        "type": "halfvec",
+    }
+    facts = [
+        {"content": "Works in the Lisbon office", "embedding": [1.0, 0.0, 0.0, 0.0]},
+        {"content": "Likes green tea", "embedding": [0.0, 1.0, 0.0, 0.0]},
+        {"content": "Waits for an embedding"},
+    ]
+    service.rows("SELECT * FROM memory.save_facts(%s, %s, %s)", org, facts, owner)
+    before = service.rows(
+        "SELECT id, content, embedding::text, version FROM memory.facts ORDER BY content"
+    )
+    dump = tmp_path / "facts.dump"
+    server = ["-h", pg_server.host, "-p", str(pg_server.port), "-U", "postgres"]
+    dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    dumped = _pg([_bin("pg_dump"), "-Fc", *server, "-d", dbname, "-f", str(dump)])
+    assert dumped.returncode == 0, dumped.stderr
+
+    restored = f"restored_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server.server.dsn("postgres"), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {restored}")
+    restored_dsn = f"postgresql://postgres@/{restored}?host={pg_server.host}&port={pg_server.port}"
+    try:
+        schema = _pg([_bin("pg_restore"), *server, "-d", restored, "--section=pre-data", str(dump)])
+        assert (schema.returncode, schema.stderr) == (0, "")
+        with psycopg.connect(restored_dsn, autocommit=True) as conn:
+            conn.execute("SELECT memory.configure_embeddings(4, 'halfvec')")
+        data = _pg(
+            [
+                _bin("pg_restore"),
+                *server,
+                "-d",
+                restored,
+                "--section=data",
+                "--section=post-data",
+                str(dump),
+            ]
+        )
+        assert (data.returncode, data.stderr) == (0, "")
+        with psycopg.connect(restored_dsn, autocommit=True) as conn:
+            after = conn.execute(
+                "SELECT id, content, embedding::text, version FROM memory.facts ORDER BY content"
+            ).fetchall()
+            assert after == [tuple(row) for row in before]
+            hits = conn.execute(
+                "SELECT content FROM memory.search_facts(%s, 'office', '{1,0,0,0}'::real[], %s::jsonb, 1)",
+                (org, psycopg.types.json.Jsonb(owner)),
+            ).fetchall()
+            assert hits == [("Works in the Lisbon office",)]
+    finally:
+        with psycopg.connect(pg_server.server.dsn("postgres"), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {restored} WITH (FORCE)")
