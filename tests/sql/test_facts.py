@@ -258,3 +258,132 @@ def test_search_restores_callers_hnsw_settings(dims4, org):
     assert failed == Failure("22023", "EMBEDDING_INVALID", "embedding has 2 dimensions, expected 4")
     assert conn.execute("SHOW hnsw.iterative_scan").fetchone() == ("off",)
     assert conn.execute("SHOW hnsw.ef_search").fetchone() == ("77",)
+
+
+def test_search_over_several_namespaces_and_never_forgotten(dims4, org):
+    agent = {"scope": "agent", "agent_id": "planner", **OWNER}
+    mine = dims4.value(
+        "SELECT memory.save_fact(%s, 'User likes hiking', '{1,0,0,0}'::real[], %s)", org, OWNER
+    )
+    theirs = dims4.value(
+        "SELECT memory.save_fact(%s, 'Agent plans hiking trips', '{0.9,0.1,0,0}'::real[], %s)",
+        org,
+        agent,
+    )
+    both = dims4.rows(
+        "SELECT id, ns FROM memory.search_facts(%s, 'hiking', '{1,0,0,0}'::real[], %s) ORDER BY content",
+        org,
+        [OWNER, agent],
+    )
+    assert both == [
+        (theirs, {"scope": "agent", "agent_id": "planner", "owner_id": OWNER["owner_id"]}),
+        (mine, {"scope": "user", "owner_id": OWNER["owner_id"]}),
+    ]
+    dims4.rows("SELECT memory.forget(%s)", mine)
+    assert dims4.rows(
+        "SELECT id FROM memory.search_facts(%s, 'hiking', '{1,0,0,0}'::real[], %s)",
+        org,
+        [OWNER, agent],
+    ) == [(theirs,)]
+    assert (
+        dims4.rows("SELECT id FROM memory.search_facts(%s, 'likes hiking', NULL, %s)", org, OWNER)
+        == []
+    )
+
+
+def test_text_search_config_change_rederives(dims4, org):
+    dims4.value("SELECT memory.save_fact(%s, 'The cats were running', NULL, %s)", org, OWNER)
+    # english stems "running" to "run"; simple keeps the word as written.
+    assert dims4.rows(
+        "SELECT content FROM memory.search_facts(%s, 'run', NULL, %s)", org, OWNER
+    ) == [("The cats were running",)]
+    dims4.value("""SELECT memory.configure('text_search_config', '"simple"')""")
+    assert (
+        dims4.rows("SELECT content FROM memory.search_facts(%s, 'run', NULL, %s)", org, OWNER) == []
+    )
+    assert dims4.rows(
+        "SELECT content FROM memory.search_facts(%s, 'running', NULL, %s)", org, OWNER
+    ) == [("The cats were running",)]
+
+
+@pytest.mark.parametrize(
+    ("query", "args", "failure"),
+    [
+        (
+            "SELECT memory.configure_embeddings(%s, %s)",
+            (0, "vector"),
+            "embedding dimensions must be between 1 and 2000 for vector",
+        ),
+        (
+            "SELECT memory.configure_embeddings(%s, %s)",
+            (2001, "vector"),
+            "embedding dimensions must be between 1 and 2000 for vector",
+        ),
+        (
+            "SELECT memory.configure_embeddings(%s, %s)",
+            (4001, "halfvec"),
+            "embedding dimensions must be between 1 and 4000 for halfvec",
+        ),
+        (
+            "SELECT memory.configure_embeddings(%s, %s)",
+            (8, "sparsevec"),
+            "embedding type must be vector or halfvec",
+        ),
+        (
+            "SELECT * FROM memory.save_facts(%s, %s, %s)",
+            ("ORG", {"content": "x"}, OWNER),
+            "facts must be a JSON array of at most 1000 facts",
+        ),
+        (
+            "SELECT * FROM memory.save_facts(%s, %s, %s)",
+            ("ORG", [{"text": "x"}], OWNER),
+            'each fact must be an object with a "content" string',
+        ),
+        (
+            "SELECT * FROM memory.save_facts(%s, %s, %s)",
+            ("ORG", [{"content": "  "}], OWNER),
+            "a fact needs non-empty content",
+        ),
+        (
+            "SELECT * FROM memory.save_facts(%s, %s, %s, 1.5)",
+            ("ORG", [{"content": "x"}], OWNER),
+            "threshold must be in (0, 1]",
+        ),
+        (
+            "SELECT * FROM memory.search_facts(%s, 'x', NULL, %s, 0)",
+            ("ORG", OWNER),
+            "k must be between 1 and 1000",
+        ),
+        (
+            "SELECT * FROM memory.search_facts(%s, 'x', NULL, %s, 5, %s)",
+            ("ORG", OWNER, {"rrf": 1}),
+            "unknown search option 'rrf'",
+        ),
+        (
+            "SELECT * FROM memory.search_facts(%s, 'x', NULL, %s, 5, %s)",
+            ("ORG", OWNER, {"rrf_k": -1}),
+            "search option rrf_k must be a non-negative number",
+        ),
+        (
+            "SELECT * FROM memory.search_facts(%s, 'x', NULL, %s)",
+            ("ORG", []),
+            "ns must name between 1 and 32 namespaces",
+        ),
+    ],
+)
+def test_archival_refuses_malformed_input(dims4, org, query, args, failure):
+    before = dims4.rows("SELECT count(*) FROM memory.facts")
+    args = tuple(org if a == "ORG" else a for a in args)
+    assert dims4.fails(query, *args) == Failure("22023", "MEMORY_INVALID", failure)
+    assert dims4.rows("SELECT count(*) FROM memory.facts") == before
+
+
+def test_a_bad_fact_in_a_batch_saves_nothing(dims4, org):
+    batch = [
+        {"content": "fine", "embedding": [1, 0, 0, 0]},
+        {"content": "bad", "embedding": [1, 0]},
+    ]
+    assert dims4.fails("SELECT * FROM memory.save_facts(%s, %s, %s)", org, batch, OWNER) == Failure(
+        "22023", "EMBEDDING_INVALID", "embedding has 2 dimensions, expected 4"
+    )
+    assert dims4.rows("SELECT count(*) FROM memory.facts") == [(0,)]
