@@ -93,3 +93,53 @@ CREATE INDEX facts_pending_idx ON memory.facts (created_at)
     WHERE embedding IS NULL AND forgotten_at IS NULL;
 ALTER TABLE memory.facts ENABLE ROW LEVEL SECURITY;
 SELECT pg_catalog.pg_extension_config_dump('memory.facts', '');
+
+-- Recall: one row per indexed chat message, in its owner's user namespace.
+-- Same embedding and search columns as facts: one pending pipeline and one
+-- ranking serve both.
+CREATE TABLE memory.messages (
+    organization_id uuid NOT NULL,
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    namespace_id uuid NOT NULL,
+    chat_id text NOT NULL CHECK (chat_id <> '' AND octet_length(chat_id) <= 1024),
+    message_id text NOT NULL CHECK (message_id <> '' AND octet_length(message_id) <= 1024),
+    role text NOT NULL CHECK (role <> '' AND octet_length(role) <= 64),
+    content text NOT NULL,
+    content_hash text NOT NULL,
+    search_text tsvector NOT NULL,
+    embedding @extschema:vector@.vector(1536),
+    embedding_model text,
+    lease_until timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    indexed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (organization_id, id),
+    UNIQUE (organization_id, chat_id, message_id),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+CREATE INDEX messages_namespace_idx ON memory.messages (organization_id, namespace_id, chat_id);
+CREATE UNIQUE INDEX messages_id_idx ON memory.messages (id);
+CREATE INDEX messages_embedding_idx ON memory.messages
+    USING hnsw (embedding @extschema:vector@.vector_cosine_ops);
+CREATE INDEX messages_search_idx ON memory.messages USING gin (search_text);
+CREATE INDEX messages_pending_idx ON memory.messages (created_at) WHERE embedding IS NULL;
+ALTER TABLE memory.messages ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('memory.messages', '');
+
+-- Documents for agent runtimes (service only): opaque scope keys and paths,
+-- keyed by their digests because a btree entry cannot hold 4 KB keys.
+CREATE TABLE memory.documents (
+    scope_hash bytea NOT NULL,
+    path_hash bytea NOT NULL,
+    scope_key text NOT NULL CHECK (scope_key <> '' AND octet_length(scope_key) <= 8192),
+    path text NOT NULL CHECK (path <> '' AND octet_length(path) <= 4096),
+    content text NOT NULL,
+    version bigint NOT NULL DEFAULT 1 CHECK (version > 0),
+    expires_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope_hash, path_hash)
+);
+CREATE INDEX documents_expiry_idx ON memory.documents (expires_at) WHERE expires_at IS NOT NULL;
+ALTER TABLE memory.documents ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('memory.documents', '');

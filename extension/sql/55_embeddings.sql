@@ -51,8 +51,9 @@ BEGIN
 END
 $$;
 
--- Changes the embedding type and dimension (service only): the columns are
--- retyped, every embedding becomes pending and the HNSW index is rebuilt.
+-- Changes the embedding type and dimension (service only): the columns of
+-- facts and messages are retyped, every embedding becomes pending and the
+-- HNSW indexes are rebuilt.
 CREATE FUNCTION memory.configure_embeddings(dimensions int, type text DEFAULT 'vector') RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -77,11 +78,17 @@ BEGIN
         RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
     END IF;
     DROP INDEX memory.facts_embedding_idx;
+    DROP INDEX memory.messages_embedding_idx;
     EXECUTE format('ALTER TABLE memory.facts ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
                    vector_schema, kind, dimensions);
+    EXECUTE format('ALTER TABLE memory.messages ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
+                   vector_schema, kind, dimensions);
     UPDATE memory.facts SET embedding_model = NULL, lease_until = NULL WHERE embedding_model IS NOT NULL;
+    UPDATE memory.messages SET embedding_model = NULL, lease_until = NULL WHERE embedding_model IS NOT NULL;
     EXECUTE format('CREATE INDEX facts_embedding_idx ON memory.facts USING hnsw (embedding %I.%I) '
                    'WHERE forgotten_at IS NULL', vector_schema, kind || '_cosine_ops');
+    EXECUTE format('CREATE INDEX messages_embedding_idx ON memory.messages USING hnsw (embedding %I.%I)',
+                   vector_schema, kind || '_cosine_ops');
     RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
 END
 $$;
@@ -94,6 +101,8 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    handed int;
 BEGIN
     PERFORM memory._require_service();
     IF max IS NULL OR max < 1 OR max > 10000 THEN
@@ -112,6 +121,20 @@ BEGIN
     FROM picked
     WHERE f.organization_id = picked.organization_id AND f.id = picked.id
     RETURNING f.id, 'fact'::text, f.content, f.content_hash;
+    GET DIAGNOSTICS handed = ROW_COUNT;
+    RETURN QUERY
+    WITH picked AS (
+        SELECT m.organization_id, m.id FROM memory.messages m
+        WHERE m.embedding IS NULL
+          AND (m.lease_until IS NULL OR m.lease_until < clock_timestamp())
+        ORDER BY m.created_at
+        LIMIT max - handed
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE memory.messages m SET lease_until = clock_timestamp() + interval '5 minutes'
+    FROM picked
+    WHERE m.organization_id = picked.organization_id AND m.id = picked.id
+    RETURNING m.id, 'message'::text, m.content, m.content_hash;
 END
 $$;
 
@@ -146,12 +169,20 @@ BEGIN
         FROM unnest(ids) WITH ORDINALITY AS i(id, n)
         JOIN unnest(content_hashes) WITH ORDINALITY AS h(hash, n) USING (n)
         JOIN jsonb_array_elements(vectors) WITH ORDINALITY AS v(vector, n) USING (n)
+    ), facts_written AS (
+        UPDATE memory.facts f
+        SET embedding = batch.embedding, embedding_model = model, lease_until = NULL
+        FROM batch
+        WHERE f.id = batch.id AND f.content_hash = batch.hash
+        RETURNING 1
+    ), messages_written AS (
+        UPDATE memory.messages m
+        SET embedding = batch.embedding, embedding_model = model, lease_until = NULL
+        FROM batch
+        WHERE m.id = batch.id AND m.content_hash = batch.hash
+        RETURNING 1
     )
-    UPDATE memory.facts f
-    SET embedding = batch.embedding, embedding_model = model, lease_until = NULL
-    FROM batch
-    WHERE f.id = batch.id AND f.content_hash = batch.hash;
-    GET DIAGNOSTICS written = ROW_COUNT;
+    SELECT (SELECT count(*) FROM facts_written) + (SELECT count(*) FROM messages_written) INTO written;
     RETURN written;
 END
 $$;

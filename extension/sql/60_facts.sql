@@ -15,7 +15,10 @@ AS $$ SELECT to_tsvector(memory._setting_text('text_search_config')::regconfig, 
 CREATE FUNCTION memory._rederive_search_text() RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
-AS $$ UPDATE memory.facts SET search_text = memory._search_text(content) $$;
+AS $$
+    UPDATE memory.facts SET search_text = memory._search_text(content);
+    UPDATE memory.messages SET search_text = memory._search_text(content);
+$$;
 
 CREATE FUNCTION memory._check_fact_text(content text) RETURNS void
 LANGUAGE plpgsql STABLE
@@ -29,51 +32,6 @@ BEGIN
         PERFORM memory._fail('MEMORY_TOO_LARGE',
             format('Fact content is %s characters long, over the limit of %s characters',
                    length(content), memory._setting_int('max_content')));
-    END IF;
-END
-$$;
-
--- Does the namespace set hold few enough live embedded facts to be ranked
--- exactly? Counting stops at the limit, so this is cheap for any size.
-CREATE FUNCTION memory._small_fact_set(org uuid, namespace_ids uuid[]) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT count(*) <= memory._setting_int('exact_search_max_rows') FROM (
-        SELECT FROM memory.facts f
-        WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
-          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
-        LIMIT memory._setting_int('exact_search_max_rows') + 1) s
-$$;
-
--- The live facts nearest to `query` by cosine distance: an exact scan for a
--- small namespace set ("+ 0" keeps the planner off the HNSW index, whose
--- filtered scan could return fewer rows), the HNSW index with iterative scan
--- (set by the calling public function) for a large one.
-CREATE FUNCTION memory._nearest_facts(org uuid, namespace_ids uuid[], query @extschema:vector@.vector, k int)
-RETURNS TABLE (id uuid, distance float8)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF memory._small_fact_set(org, namespace_ids) THEN
-        RETURN QUERY
-        SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d
-        FROM memory.facts f
-        WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
-          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
-        ORDER BY (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, f.id
-        LIMIT k;
-    ELSE
-        RETURN QUERY
-        WITH candidates AS MATERIALIZED (
-            SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d
-            FROM memory.facts f
-            WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
-              AND f.forgotten_at IS NULL
-            ORDER BY f.embedding OPERATOR(@extschema:vector@.<=>) query
-            LIMIT k)
-        SELECT c.id, c.d FROM candidates c ORDER BY c.d, c.id;  -- relaxed order: sort again
     END IF;
 END
 $$;
@@ -134,7 +92,7 @@ BEGIN
         ORDER BY f.created_at LIMIT 1;
         IF nearest.id IS NULL AND vec IS NOT NULL THEN
             SELECT n.id, 1 - n.distance AS similarity INTO nearest
-            FROM memory._nearest_facts(org, ARRAY[target.id], vec, 1) n;
+            FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vec, 1) n;
         END IF;
         IF nearest.id IS NOT NULL AND nearest.similarity >= threshold THEN
             id := NULL; duplicate_of := nearest.id; similarity := nearest.similarity;

@@ -1,6 +1,8 @@
--- Hybrid search (SPEC §7): reciprocal rank fusion of a vector list (cosine,
--- exact or HNSW with iterative scan) and a full-text list (any shared lexeme,
--- ranked by ts_rank_cd).
+-- Hybrid ranking (SPEC §7), one implementation for facts and messages:
+-- reciprocal rank fusion of a vector list (cosine; exact for a small set,
+-- HNSW with iterative scan for a large one) and a full-text list (any shared
+-- lexeme, ranked by ts_rank_cd). `kind` is 'fact' or 'message'; each query
+-- reads both tables under a constant filter, so only one of them is scanned.
 
 -- The query's lexemes OR-ed: a question shares some words with its answer,
 -- rarely all of them (an AND finds nearly nothing on LoCoMo).
@@ -38,6 +40,119 @@ BEGIN
 END
 $$;
 
+-- Few enough embedded rows to rank exactly? Counting stops at the limit.
+CREATE FUNCTION memory._small_set(kind text, org uuid, namespace_ids uuid[], exclude_chat text) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT count(*) <= memory._setting_int('exact_search_max_rows') FROM (
+        SELECT FROM memory.facts f
+        WHERE kind = 'fact' AND f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
+        UNION ALL
+        SELECT FROM memory.messages m
+        WHERE kind = 'message' AND m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+          AND m.chat_id IS DISTINCT FROM exclude_chat AND m.embedding IS NOT NULL
+        LIMIT memory._setting_int('exact_search_max_rows') + 1) s
+$$;
+
+-- The k rows nearest to `query` by cosine distance. A small set is scanned
+-- exactly ("+ 0" keeps the planner off the HNSW index, whose filtered scan
+-- could return fewer rows); a large one goes through the index with the
+-- iterative scan the calling public function sets, then is sorted again
+-- (relaxed order). One query per table: the planner does not carry an
+-- index ordering through a UNION ALL.
+CREATE FUNCTION memory._nearest(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                query @extschema:vector@.vector, k int)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    exact boolean := memory._small_set(kind, org, namespace_ids, exclude_chat);
+BEGIN
+    IF query IS NULL THEN
+        RETURN;
+    ELSIF kind = 'fact' AND exact THEN
+        RETURN QUERY
+        SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
+        WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
+        ORDER BY (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, f.id LIMIT k;
+    ELSIF kind = 'fact' THEN
+        RETURN QUERY
+        SELECT c.id, c.d FROM (
+            SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
+            WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL
+            ORDER BY f.embedding OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
+        ORDER BY c.d, c.id;
+    ELSIF exact THEN
+        RETURN QUERY
+        SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.messages m
+        WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+          AND m.chat_id IS DISTINCT FROM exclude_chat AND m.embedding IS NOT NULL
+        ORDER BY (m.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, m.id LIMIT k;
+    ELSE
+        RETURN QUERY
+        SELECT c.id, c.d FROM (
+            SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.messages m
+            WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+              AND m.chat_id IS DISTINCT FROM exclude_chat
+            ORDER BY m.embedding OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
+        ORDER BY c.d, c.id;
+    END IF;
+END
+$$;
+
+-- The `depth` best rows sharing any lexeme with the query, by ts_rank_cd.
+CREATE FUNCTION memory._text_ranked(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                    terms tsquery, depth int)
+RETURNS TABLE (id uuid, text_rank float4)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT e.id, ts_rank_cd(e.search_text, terms) AS r
+    FROM (SELECT f.id, f.search_text FROM memory.facts f
+          WHERE kind = 'fact' AND f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+            AND f.forgotten_at IS NULL AND f.search_text @@ terms
+          UNION ALL
+          SELECT m.id, m.search_text FROM memory.messages m
+          WHERE kind = 'message' AND m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+            AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ terms) e
+    WHERE terms IS NOT NULL
+    ORDER BY r DESC, e.id
+    LIMIT depth
+$$;
+
+-- Reciprocal rank fusion of both lists:
+-- score = w_v / (rrf_k + rank_v) + w_t / (rrf_k + rank_t); a missing rank adds 0.
+CREATE FUNCTION memory._rank(kind text, org uuid, namespace_ids uuid[], exclude_chat text, query text,
+                             query_embedding @extschema:vector@.vector, k int, options jsonb)
+RETURNS TABLE (id uuid, score float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    opts jsonb := memory._search_options(options);
+    depth int := greatest(4 * k, 40);  -- each list is ranked deeper than k before fusion
+BEGIN
+    RETURN QUERY
+    WITH by_vector AS (
+        SELECT n.id, row_number() OVER (ORDER BY n.distance, n.id) AS rank
+        FROM memory._nearest(kind, org, namespace_ids, exclude_chat, query_embedding, depth) n
+    ), by_text AS (
+        SELECT t.id, row_number() OVER (ORDER BY t.text_rank DESC, t.id) AS rank
+        FROM memory._text_ranked(kind, org, namespace_ids, exclude_chat, memory._any_lexeme(query), depth) t
+    )
+    SELECT coalesce(v.id, t.id),
+           coalesce((opts ->> 'vector_weight')::float8 / ((opts ->> 'rrf_k')::float8 + v.rank), 0)
+         + coalesce((opts ->> 'text_weight')::float8 / ((opts ->> 'rrf_k')::float8 + t.rank), 0) AS score
+    FROM by_vector v FULL JOIN by_text t ON t.id = v.id
+    ORDER BY score DESC, 1
+    LIMIT k;
+END
+$$;
+
 -- A row type rather than RETURNS TABLE: its column `ns` may share the name
 -- of the input argument `ns`.
 CREATE TYPE memory.fact_hit AS (id uuid, content text, score float8, similarity float8, text_rank float4,
@@ -56,42 +171,20 @@ SET hnsw.max_scan_tuples = 100000
 AS $$
 DECLARE
     namespace_ids uuid[] := memory._resolve_many(org, ns);
-    opts jsonb := memory._search_options(options);
     vec @extschema:vector@.vector := memory._embedding(query_embedding);
     terms tsquery := memory._any_lexeme(query);
-    depth int;
 BEGIN
     IF k IS NULL OR k < 1 OR k > 1000 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'k must be between 1 and 1000');
     END IF;
-    depth := greatest(4 * k, 40);  -- each list is ranked deeper than k before fusion
     RETURN QUERY
-    WITH by_vector AS (
-        SELECT n.id, row_number() OVER (ORDER BY n.distance, n.id) AS rank
-        FROM memory._nearest_facts(org, namespace_ids, vec, depth) n
-        WHERE vec IS NOT NULL
-    ), by_text AS (
-        SELECT t.id, row_number() OVER (ORDER BY t.r DESC, t.id) AS rank
-        FROM (SELECT f.id, ts_rank_cd(f.search_text, terms) AS r
-              FROM memory.facts f
-              WHERE terms IS NOT NULL AND f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
-                AND f.forgotten_at IS NULL AND f.search_text @@ terms
-              ORDER BY r DESC, f.id LIMIT depth) t
-    ), fused AS (
-        SELECT coalesce(v.id, t.id) AS id,
-               coalesce((opts ->> 'vector_weight')::float8 / ((opts ->> 'rrf_k')::float8 + v.rank), 0)
-             + coalesce((opts ->> 'text_weight')::float8 / ((opts ->> 'rrf_k')::float8 + t.rank), 0) AS score
-        FROM by_vector v FULL JOIN by_text t ON t.id = v.id
-    )
-    SELECT f.id, f.content, fu.score,
-           CASE WHEN vec IS NOT NULL AND f.embedding IS NOT NULL
-                THEN 1 - (f.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8 END,
-           CASE WHEN terms IS NOT NULL THEN ts_rank_cd(f.search_text, terms) ELSE 0 END::float4,
+    SELECT f.id, f.content, r.score,
+           1 - (f.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8,
+           coalesce(ts_rank_cd(f.search_text, terms), 0)::float4,
            memory._ns_json(n), f.created_at
-    FROM fused fu
-    JOIN memory.facts f ON f.organization_id = org AND f.id = fu.id
+    FROM memory._rank('fact', org, namespace_ids, NULL, query, vec, k, options) r
+    JOIN memory.facts f ON f.organization_id = org AND f.id = r.id
     JOIN memory.namespaces n ON n.organization_id = f.organization_id AND n.id = f.namespace_id
-    ORDER BY fu.score DESC, f.id
-    LIMIT k;
+    ORDER BY r.score DESC, f.id;
 END
 $$;
