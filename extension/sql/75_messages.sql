@@ -1,0 +1,135 @@
+-- Recall (SPEC §9): earlier chat messages, embedded and searched across a
+-- user's chats. Messages live in their owner's user namespace and share the
+-- facts' embedding columns, pending pipeline and ranking.
+
+CREATE FUNCTION memory._message_text(message jsonb, key text, max_bytes int) RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(message -> key) IS DISTINCT FROM 'string' OR message ->> key = ''
+       OR octet_length(message ->> key) > max_bytes THEN
+        PERFORM memory._fail('MEMORY_INVALID',
+            format('message %s must be a non-empty string of at most %s bytes', key, max_bytes));
+    END IF;
+    RETURN message ->> key;
+END
+$$;
+
+-- Indexes one message (service only); idempotent per (org, chat_id, id).
+-- A temporary chat stores nothing and answers false. Changed content makes
+-- the embedding pending again (unless a new one comes with it).
+CREATE FUNCTION memory.index_message(org uuid, message jsonb, embedding real[] DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    owner memory.namespaces;
+    content text;
+    vec @extschema:vector@.vector := memory._embedding(embedding);
+    created timestamptz;
+BEGIN
+    PERFORM memory._require_service();
+    IF jsonb_typeof(message) IS DISTINCT FROM 'object' THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'message must be a JSON object');
+    END IF;
+    IF message ? 'temporary' AND jsonb_typeof(message -> 'temporary') NOT IN ('boolean', 'null') THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'message temporary must be a boolean');
+    END IF;
+    IF (message ->> 'temporary')::boolean THEN
+        RETURN false;
+    END IF;
+    IF jsonb_typeof(message -> 'owner_id') IS DISTINCT FROM 'string' OR NOT memory._is_uuid(message ->> 'owner_id') THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'message owner_id must be a uuid');
+    END IF;
+    IF jsonb_typeof(message -> 'content') IS DISTINCT FROM 'string' THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'message content must be a string');
+    END IF;
+    content := message ->> 'content';
+    PERFORM memory._check_size(content);
+    BEGIN
+        created := coalesce((message ->> 'created_at')::timestamptz, now());
+    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'message created_at must be a timestamp');
+    END;
+    owner := memory._resolve(org, jsonb_build_object('owner_id', message ->> 'owner_id'), 'write');
+    INSERT INTO memory.messages AS m (organization_id, namespace_id, chat_id, message_id, role, content,
+                                      content_hash, search_text, embedding, created_at)
+    VALUES (org, owner.id, memory._message_text(message, 'chat_id', 1024), memory._message_text(message, 'id', 1024),
+            memory._message_text(message, 'role', 64), content, md5(content), memory._search_text(content),
+            vec, created)
+    ON CONFLICT (organization_id, chat_id, message_id) DO UPDATE
+    SET role = excluded.role, content = excluded.content, content_hash = excluded.content_hash,
+        search_text = excluded.search_text, created_at = excluded.created_at, indexed_at = now(),
+        embedding = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding
+                         WHEN m.content_hash = excluded.content_hash THEN m.embedding END,
+        embedding_model = CASE WHEN excluded.embedding IS NULL AND m.content_hash = excluded.content_hash
+                               THEN m.embedding_model END,
+        lease_until = NULL
+    -- A message keeps its owner: another user's message with the same ids is refused below.
+    WHERE m.namespace_id = excluded.namespace_id;
+    IF NOT FOUND THEN
+        PERFORM memory._fail('MEMORY_EXISTS',
+            format('message %s of chat %s belongs to another user', message ->> 'id', message ->> 'chat_id'));
+    END IF;
+    RETURN true;
+END
+$$;
+
+CREATE TYPE memory.message_hit AS (id text, chat_id text, role text, content text, score float8,
+                                   similarity float8, created_at timestamptz);
+
+-- The caller's own closest earlier messages, across chats; `exclude_chat`
+-- leaves out the chat the conversation is in.
+CREATE FUNCTION memory.search_messages(org uuid, query text, query_embedding real[] DEFAULT NULL,
+                                       exclude_chat text DEFAULT NULL, k int DEFAULT 5, options jsonb DEFAULT '{}')
+RETURNS SETOF memory.message_hit
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- For this function only: PostgreSQL restores the caller's values on return and on error.
+SET hnsw.iterative_scan = 'relaxed_order'
+SET hnsw.ef_search = 200
+SET hnsw.max_scan_tuples = 100000
+AS $$
+DECLARE
+    own uuid := (memory._resolve(org, '{}', 'read')).id;
+    vec @extschema:vector@.vector := memory._embedding(query_embedding);
+BEGIN
+    IF k IS NULL OR k < 1 OR k > 100 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'k must be between 1 and 100');
+    END IF;
+    RETURN QUERY
+    SELECT m.message_id, m.chat_id, m.role, m.content, r.score,
+           1 - (m.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8, m.created_at
+    FROM memory._rank('message', org, ARRAY[own], exclude_chat, query, vec, k, options) r
+    JOIN memory.messages m ON m.organization_id = org AND m.id = r.id
+    ORDER BY r.score DESC, m.id;
+END
+$$;
+
+-- Deletes a chat's messages: a user's own, or (the service) everyone's.
+CREATE FUNCTION memory.delete_chat(org uuid, chat_id text) RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    who memory.caller := memory._caller();
+    own uuid;
+    deleted int;
+BEGIN
+    IF org IS NULL THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'an organization id is required');
+    END IF;
+    IF NOT who.service THEN
+        own := (memory._resolve(org, '{}', 'read')).id;
+    END IF;
+    DELETE FROM memory.messages m
+    WHERE m.organization_id = org AND m.chat_id = delete_chat.chat_id
+      AND (who.service OR m.namespace_id = own);
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
+$$;

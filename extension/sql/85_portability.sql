@@ -1,0 +1,143 @@
+-- Erasure and portability (SPEC §9b): erase everything of a user in an
+-- organization; export a namespace as JSON that import loads back unchanged
+-- (ids, versions, timestamps and embeddings included).
+
+CREATE FUNCTION memory.erase_user(org uuid, user_id uuid) RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    counts jsonb;
+    permissions int;
+BEGIN
+    PERFORM memory._require_service();
+    IF org IS NULL OR user_id IS NULL THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'erase_user needs an organization and a user');
+    END IF;
+    -- Count first: the namespaces' rows go with them (ON DELETE CASCADE).
+    SELECT jsonb_build_object(
+        'files', (SELECT count(*) FROM memory.files f WHERE f.organization_id = org AND f.namespace_id = ANY (ids)),
+        'facts', (SELECT count(*) FROM memory.facts f WHERE f.organization_id = org AND f.namespace_id = ANY (ids)),
+        'messages', (SELECT count(*) FROM memory.messages m WHERE m.organization_id = org AND m.namespace_id = ANY (ids)),
+        'namespaces', cardinality(ids))
+    INTO counts
+    FROM (SELECT coalesce(array_agg(n.id), '{}') AS ids FROM memory.namespaces n
+          WHERE n.organization_id = org AND n.owner_id = erase_user.user_id) owned;
+    DELETE FROM memory.namespaces n WHERE n.organization_id = org AND n.owner_id = erase_user.user_id;
+    DELETE FROM memory.permissions p WHERE p.organization_id = org AND p.user_id = erase_user.user_id;
+    GET DIAGNOSTICS permissions = ROW_COUNT;
+    RETURN counts || jsonb_build_object('permissions', permissions);
+END
+$$;
+
+CREATE FUNCTION memory.export(org uuid, ns jsonb DEFAULT '{}') RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target memory.namespaces := memory._resolve(org, ns, 'read');
+BEGIN
+    RETURN jsonb_build_object(
+        'format', 'pgmemory', 'version', 1,
+        'namespace', memory._ns_json(target) - 'owner_id',
+        'files', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'path', f.path, 'content', f.content, 'version', f.version,
+                'created_at', f.created_at, 'updated_at', f.updated_at) ORDER BY f.path)
+            FROM memory.files f WHERE f.organization_id = org AND f.namespace_id = target.id), '[]'),
+        'facts', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'id', f.id, 'content', f.content, 'version', f.version, 'source', f.source,
+                'embedding', to_jsonb(f.embedding::real[]), 'embedding_model', f.embedding_model,
+                'created_at', f.created_at, 'updated_at', f.updated_at,
+                'forgotten_at', f.forgotten_at, 'superseded_by', f.superseded_by) ORDER BY f.created_at, f.id)
+            FROM memory.facts f WHERE f.organization_id = org AND f.namespace_id = target.id), '[]'),
+        'messages', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'id', m.message_id, 'chat_id', m.chat_id, 'role', m.role, 'content', m.content,
+                'embedding', to_jsonb(m.embedding::real[]), 'embedding_model', m.embedding_model,
+                'created_at', m.created_at, 'indexed_at', m.indexed_at) ORDER BY m.chat_id, m.created_at, m.message_id)
+            FROM memory.messages m WHERE m.organization_id = org AND m.namespace_id = target.id), '[]'));
+END
+$$;
+
+CREATE FUNCTION memory._export_array(data jsonb, key text) RETURNS SETOF jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(data -> key) IS DISTINCT FROM 'array'
+       OR EXISTS (SELECT FROM jsonb_array_elements(data -> key) e WHERE jsonb_typeof(e) <> 'object') THEN
+        PERFORM memory._fail('MEMORY_INVALID', format('export data needs "%s": an array of objects', key));
+    END IF;
+    RETURN QUERY SELECT e FROM jsonb_array_elements(data -> key) e;
+END
+$$;
+
+-- Loads an export into a namespace (which must not already hold the same
+-- paths, fact ids or messages: MEMORY_EXISTS). Returns counts per kind.
+CREATE FUNCTION memory.import(org uuid, data jsonb, ns jsonb DEFAULT '{}') RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target memory.namespaces := memory._resolve(org, ns, 'write');
+    item jsonb;
+    files int := 0;
+    facts int := 0;
+    messages int := 0;
+BEGIN
+    IF jsonb_typeof(data) IS DISTINCT FROM 'object' OR data ->> 'format' IS DISTINCT FROM 'pgmemory'
+       OR data -> 'version' IS DISTINCT FROM '1'::jsonb THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'not a pgmemory export (format "pgmemory", version 1)');
+    END IF;
+    PERFORM memory._lock_namespace(target);
+    BEGIN
+        FOR item IN SELECT * FROM memory._export_array(data, 'files') LOOP
+            PERFORM memory._check_size(item ->> 'content');
+            INSERT INTO memory.files (organization_id, namespace_id, path, content, version, created_at, updated_at)
+            VALUES (org, target.id, memory._path(item ->> 'path'), item ->> 'content', (item ->> 'version')::bigint,
+                    (item ->> 'created_at')::timestamptz, (item ->> 'updated_at')::timestamptz);
+            files := files + 1;
+        END LOOP;
+        FOR item IN SELECT * FROM memory._export_array(data, 'facts') LOOP
+            PERFORM memory._check_fact_text(item ->> 'content');
+            INSERT INTO memory.facts (organization_id, id, namespace_id, content, content_hash, text_key, search_text,
+                                      embedding, embedding_model, version, source, created_at, updated_at,
+                                      forgotten_at, superseded_by)
+            VALUES (org, (item ->> 'id')::uuid, target.id, item ->> 'content', md5(item ->> 'content'),
+                    memory._normalized_key(item ->> 'content'), memory._search_text(item ->> 'content'),
+                    CASE WHEN item -> 'embedding' <> 'null' THEN memory._embedding_json(item -> 'embedding') END,
+                    item ->> 'embedding_model', (item ->> 'version')::bigint,
+                    nullif(item -> 'source', 'null'), (item ->> 'created_at')::timestamptz,
+                    (item ->> 'updated_at')::timestamptz, (item ->> 'forgotten_at')::timestamptz,
+                    (item ->> 'superseded_by')::uuid);
+            facts := facts + 1;
+        END LOOP;
+        FOR item IN SELECT * FROM memory._export_array(data, 'messages') LOOP
+            IF target.scope <> 'user' THEN
+                PERFORM memory._fail('MEMORY_INVALID', 'messages can only be imported into a user namespace');
+            END IF;
+            PERFORM memory._check_size(item ->> 'content');
+            INSERT INTO memory.messages (organization_id, namespace_id, chat_id, message_id, role, content,
+                                         content_hash, search_text, embedding, embedding_model, created_at, indexed_at)
+            VALUES (org, target.id, item ->> 'chat_id', item ->> 'id', item ->> 'role', item ->> 'content',
+                    md5(item ->> 'content'), memory._search_text(item ->> 'content'),
+                    CASE WHEN item -> 'embedding' <> 'null' THEN memory._embedding_json(item -> 'embedding') END,
+                    item ->> 'embedding_model', (item ->> 'created_at')::timestamptz,
+                    (item ->> 'indexed_at')::timestamptz);
+            messages := messages + 1;
+        END LOOP;
+    EXCEPTION
+        WHEN unique_violation THEN
+            PERFORM memory._fail('MEMORY_EXISTS', format('the namespace already holds an item of this export: %s', SQLERRM));
+        WHEN not_null_violation OR check_violation OR invalid_text_representation
+             OR invalid_datetime_format OR datetime_field_overflow OR numeric_value_out_of_range THEN
+            PERFORM memory._fail('MEMORY_INVALID', format('malformed export item: %s', SQLERRM));
+    END;
+    RETURN jsonb_build_object('files', files, 'facts', facts, 'messages', messages);
+END
+$$;
