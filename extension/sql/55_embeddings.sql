@@ -28,7 +28,7 @@ BEGIN
             format('embedding has %s dimensions, expected %s', coalesce(cardinality(value), 0), expected));
     END IF;
     IF EXISTS (SELECT FROM unnest(value) x WHERE x IS NULL OR x = 'NaN' OR x IN ('Infinity', '-Infinity')) THEN
-        PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite numbers');
+        PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
     END IF;
     RETURN value::@extschema:vector@.vector;
 END

@@ -37,17 +37,18 @@ END
 $$;
 
 CREATE FUNCTION memory._insert_fact(target memory.namespaces, content text,
-                                    embedding @extschema:vector@.vector, source jsonb) RETURNS uuid
+                                    embedding @extschema:vector@.vector, source jsonb, model text) RETURNS uuid
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash, text_key,
-                              search_text, embedding, source)
+                              search_text, embedding, embedding_model, source)
     VALUES (target.organization_id, target.id, content, md5(content), memory._normalized_key(content),
-            memory._search_text(content), embedding, source)
+            memory._search_text(content), embedding, CASE WHEN embedding IS NOT NULL THEN model END, source)
     RETURNING id
 $$;
 
+-- Facts are [{"content", "embedding"?, "source"?, "embedding_model"?}].
 -- Saves facts, refusing each one whose cosine similarity to a live fact of
 -- the namespace (or an earlier fact of this batch) is >= threshold; without
 -- an embedding a fact is deduplicated by its normalized text. Callers saving
@@ -97,7 +98,8 @@ BEGIN
         IF nearest.id IS NOT NULL AND nearest.similarity >= threshold THEN
             id := NULL; duplicate_of := nearest.id; similarity := nearest.similarity;
         ELSE
-            id := memory._insert_fact(target, item.fact ->> 'content', vec, item.fact -> 'source');
+            id := memory._insert_fact(target, item.fact ->> 'content', vec, nullif(item.fact -> 'source', 'null'),
+                                      item.fact ->> 'embedding_model');
             duplicate_of := NULL; similarity := NULL;
         END IF;
         nearest := NULL;
@@ -114,8 +116,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(s.id, s.duplicate_of)
-    FROM memory.save_facts(org, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-        'content', content, 'embedding', to_jsonb(embedding), 'source', source))), ns) s
+    FROM memory.save_facts(org, jsonb_build_array(jsonb_build_object(
+        'content', content, 'embedding', to_jsonb(embedding), 'source', source)), ns) s
 $$;
 
 -- A fact and its namespace, locked, once the caller may `need` it.

@@ -1,7 +1,7 @@
 """pgmemory: long-term memory for AI assistants, as a PostgreSQL extension."""
 
-from .calls import FileInfo
-from .client import AsyncMemory, Memory
+from .calls import FactHit, FileInfo, SavedFact
+from .client import Archival, AsyncArchival, AsyncMemory, Memory
 from .embedders import Embedder, EmbedderError, LocalEmbedder, OpenAIEmbedder
 from .errors import (
     Ambiguous,
@@ -22,6 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Ambiguous",
+    "Archival",
+    "AsyncArchival",
     "AsyncMemory",
     "Conflict",
     "DocumentConflict",
@@ -29,6 +31,7 @@ __all__ = [
     "EmbedderError",
     "EmbeddingInvalid",
     "Exists",
+    "FactHit",
     "FileInfo",
     "Forbidden",
     "Invalid",
@@ -39,5 +42,6 @@ __all__ = [
     "NotFound",
     "OpenAIEmbedder",
     "PgMemoryError",
+    "SavedFact",
     "TooLarge",
 ]

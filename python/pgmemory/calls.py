@@ -8,13 +8,16 @@ a `str` org or a `None` argument resolves to the one function signature.
 
 from __future__ import annotations
 
+import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from psycopg.types.json import Jsonb
+
+from .embedders import EmbedderError
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -22,6 +25,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Org = uuid.UUID | str
 Rows = Sequence[tuple[Any, ...]]
+Namespace = dict[str, Any]
+# A vector as an embedder returns it: a list of floats, or anything iterable over
+# numbers (a numpy array, a pgvector Vector's to_list()).
+Vector = Iterable[float]
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,77 @@ class FileInfo:
     updated_at: datetime
 
 
-def _ns(ns: dict[str, Any] | None) -> Jsonb:
+@dataclass(frozen=True)
+class SavedFact:
+    """One fact of a `save_extracted` batch, in the order given (`ord` counts from 1).
+
+    A saved fact has its new `id`; a refused near-duplicate has `id` None,
+    `duplicate_of` the fact it duplicates and `similarity` their cosine similarity.
+    """
+
+    ord: int
+    id: uuid.UUID | None
+    duplicate_of: uuid.UUID | None
+    similarity: float | None
+
+
+@dataclass(frozen=True)
+class FactHit:
+    """One search result: the fused `score`, and each half's own measure.
+
+    `similarity` is the cosine similarity to the query's embedding (None when
+    the search had no embedding or the fact's is pending); `text_rank` is the
+    full-text rank (0 when no query word matched).
+    """
+
+    id: uuid.UUID
+    content: str
+    score: float
+    similarity: float | None
+    text_rank: float
+    ns: Namespace
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class PendingText:
+    """A memory waiting for its embedding, leased to the caller for a while."""
+
+    id: uuid.UUID
+    kind: str
+    content: str
+    content_hash: str
+
+
+def _ns(ns: Namespace | None) -> Jsonb:
     # None means the caller's own user namespace, which the SQL spells '{}'.
     return Jsonb({} if ns is None else ns)
+
+
+def _ns_many(ns: Namespace | Sequence[Namespace] | None) -> Jsonb:
+    # One namespace (an object) or several (an array of objects).
+    if ns is None or isinstance(ns, Mapping):
+        return _ns(ns)
+    return Jsonb(list(ns))
+
+
+FLOAT4_MAX = 3.4028234663852886e38
+
+
+def _real_array(vector: Vector | None) -> list[float] | None:
+    # A plain list of floats, bound as `%s::real[]`: the same with or without
+    # pgvector's adapters on the connection, whatever the embedder returned. A
+    # number beyond float4 range goes as ±Infinity, so the database refuses it as
+    # EMBEDDING_INVALID instead of failing the cast to real.
+    if vector is None:
+        return None
+    return [x if abs(x) <= FLOAT4_MAX else math.copysign(math.inf, x) for x in map(float, vector)]
+
+
+def _json_vector(vector: Vector) -> list[float | str]:
+    # JSON has no NaN or Infinity: those go as strings, which the database
+    # refuses as EMBEDDING_INVALID like any other element that is not a number.
+    return [x if math.isfinite(x) else str(x) for x in map(float, vector)]
 
 
 def _value(rows: Rows) -> Any:
@@ -105,4 +180,138 @@ def revoke(org: Org, user_id: uuid.UUID | str, permission: str) -> Call[None]:
         "SELECT memory.revoke(%s::uuid, %s::uuid, %s::text)",
         (org, user_id, permission),
         lambda rows: None,
+    )
+
+
+# ------------------------------------------------------------------ archival memory (facts)
+
+
+def _one(embeddings: Sequence[Vector] | None) -> Vector | None:
+    # The one vector of a one-text embedder call (None: no embedder).
+    if embeddings is None:
+        return None
+    _check_count(embeddings, 1)
+    return embeddings[0]
+
+
+def _check_count(embeddings: Sequence[Vector], texts: int) -> None:
+    # Else some texts would silently be saved without their embedding.
+    if len(embeddings) != texts:
+        raise EmbedderError(f"the embedder returned {len(embeddings)} vectors for {texts} texts")
+
+
+def save_fact(
+    org: Org,
+    content: str,
+    embeddings: Sequence[Vector] | None,
+    ns: Namespace | None,
+    source: Any,
+) -> Call[uuid.UUID]:
+    """`embeddings`: the embedder's answer for `[content]`, or None (saved pending)."""
+    return Call(
+        "SELECT memory.save_fact(%s::uuid, %s::text, %s::real[], %s::jsonb, %s::jsonb)",
+        (
+            org,
+            content,
+            _real_array(_one(embeddings)),
+            _ns(ns),
+            None if source is None else Jsonb(source),
+        ),
+        _value,
+    )
+
+
+def fact_item(fact: str | Mapping[str, Any]) -> dict[str, Any]:
+    """One element of `save_facts`' array: a bare text, or an object with `content`, `source`."""
+    item = {"content": fact} if isinstance(fact, str) else dict(fact)
+    if not isinstance(item.get("content"), str):
+        raise TypeError("each fact is a str or a mapping with a 'content' str")
+    return item
+
+
+def save_facts(
+    org: Org,
+    items: Sequence[dict[str, Any]],
+    embeddings: Sequence[Vector] | None,
+    ns: Namespace | None,
+    threshold: float | None,
+    model: str | None = None,
+) -> Call[list[SavedFact]]:
+    """`embeddings`: the embedder's answer for the items' contents, or None (saved pending);
+    `model` is recorded with them."""
+    if embeddings is not None:
+        _check_count(embeddings, len(items))
+        items = [
+            {**item, "embedding": _json_vector(v), "embedding_model": model}
+            for item, v in zip(items, embeddings, strict=True)
+        ]
+    return Call(
+        "SELECT ord, id, duplicate_of, similarity"
+        " FROM memory.save_facts(%s::uuid, %s::jsonb, %s::jsonb, %s::float8)",
+        (org, Jsonb(list(items)), _ns(ns), threshold),
+        lambda rows: [SavedFact(*row) for row in rows],
+    )
+
+
+def search_facts(
+    org: Org,
+    query: str,
+    embeddings: Sequence[Vector] | None,
+    ns: Namespace | Sequence[Namespace] | None,
+    k: int,
+    options: Mapping[str, Any] | None,
+) -> Call[list[FactHit]]:
+    """`embeddings`: the embedder's answer for `[query]`, or None (full text only)."""
+    return Call(
+        "SELECT id, content, score, similarity, text_rank, ns, created_at"
+        " FROM memory.search_facts(%s::uuid, %s::text, %s::real[], %s::jsonb, %s::int, %s::jsonb)",
+        (org, query, _real_array(_one(embeddings)), _ns_many(ns), k, Jsonb(dict(options or {}))),
+        lambda rows: [FactHit(*row) for row in rows],
+    )
+
+
+def forget(fact_id: uuid.UUID | str, superseded_by: uuid.UUID | str | None) -> Call[None]:
+    return Call(
+        "SELECT memory.forget(%s::uuid, %s::uuid)",
+        (fact_id, superseded_by),
+        lambda rows: None,
+    )
+
+
+def edit_fact(fact_id: uuid.UUID | str, content: str) -> Call[int]:
+    return Call("SELECT memory.edit_fact(%s::uuid, %s::text)", (fact_id, content), _value)
+
+
+def get_fact(fact_id: uuid.UUID | str) -> Call[dict[str, Any]]:
+    return Call("SELECT memory.get_fact(%s::uuid)", (fact_id,), _value)
+
+
+# ------------------------------------------------------------------ embeddings (service)
+
+
+def configure_embeddings(dimensions: int, kind: str) -> Call[dict[str, Any]]:
+    return Call("SELECT memory.configure_embeddings(%s::int, %s::text)", (dimensions, kind), _value)
+
+
+def pending_embeddings(batch: int) -> Call[list[PendingText]]:
+    return Call(
+        "SELECT id, kind, content, content_hash FROM memory.pending_embeddings(%s::int)",
+        (batch,),
+        lambda rows: [PendingText(*row) for row in rows],
+    )
+
+
+def set_memory_embeddings(
+    pending: Sequence[PendingText], vectors: Sequence[Vector], model: str | None
+) -> Call[int]:
+    # A count mismatch is left to the database (EMBEDDING_INVALID, nothing written).
+    return Call(
+        "SELECT memory.set_memory_embeddings(%s::uuid[], %s::text[], %s::jsonb, %s::text)",
+        (
+            [p.id for p in pending],
+            [p.content_hash for p in pending],
+            Jsonb([_json_vector(v) for v in vectors]),
+            model,
+        ),
+        _value,
     )

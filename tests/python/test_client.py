@@ -1,18 +1,17 @@
 """The Python client over every kind of connection, sync and async, with one suite.
 
-The `connect` fixture is parametrized over Memory (DSN, Connection, pool) and
-AsyncMemory (DSN, AsyncConnection, AsyncConnectionPool); an async client is
-wrapped so each method call runs to completion on the test's event loop, so the
-same assertions cover both.
+The `connect` fixture (conftest.py) is parametrized over Memory (DSN, Connection,
+pool) and AsyncMemory (DSN, AsyncConnection, AsyncConnectionPool); an async
+client is wrapped so each method call runs to completion on the test's event
+loop, so the same assertions cover both.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import pickle
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -24,83 +23,7 @@ import pgmemory
 from pgmemory import AsyncMemory, FileInfo, Memory
 from pgmemory.errors import BY_CODE, translate
 from tests.conftest import SERVICE_LOGIN, USER_LOGIN
-
-KINDS = ["sync-dsn", "sync-conn", "sync-pool", "async-dsn", "async-conn", "async-pool"]
-
-
-class Blocking:
-    """An AsyncMemory with sync methods: each call runs to completion on `loop`."""
-
-    def __init__(self, mem: AsyncMemory, loop: asyncio.AbstractEventLoop) -> None:
-        self._mem = mem
-        self._loop = loop
-
-    def as_user(self, user_id: uuid.UUID | str) -> Blocking:
-        return Blocking(self._mem.as_user(user_id), self._loop)
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._mem, name)
-        return lambda *args, **kwargs: self._loop.run_until_complete(method(*args, **kwargs))
-
-
-Connect = Callable[..., Any]  # (login=SERVICE_LOGIN, *, service=True) -> Memory | Blocking
-
-
-@pytest.fixture(params=KINDS)
-def connect(request: pytest.FixtureRequest, login_dsn: Callable[[str], str]) -> Iterator[Connect]:
-    """Builds clients of this test's kind for a login role; closes everything at teardown."""
-    kind: str = request.param
-    with contextlib.ExitStack() as stack:
-        loop = asyncio.new_event_loop()
-        stack.callback(loop.close)
-        wait = loop.run_until_complete
-
-        def make(login: str = SERVICE_LOGIN, *, service: bool = True) -> Memory | Blocking:
-            dsn = login_dsn(login)
-            if kind == "sync-dsn":
-                mem = Memory(dsn, service=service)
-                stack.callback(mem.close)
-                return mem
-            if kind == "sync-conn":
-                return Memory(stack.enter_context(psycopg.connect(dsn)), service=service)
-            if kind == "sync-pool":
-                pool = ConnectionPool(dsn, min_size=1, max_size=2, open=True)
-                stack.enter_context(pool)
-                return Memory(pool, service=service)
-            if kind == "async-dsn":
-                amem = AsyncMemory(dsn, service=service)
-                stack.callback(lambda: wait(amem.close()))
-            elif kind == "async-conn":
-                aconn = wait(psycopg.AsyncConnection.connect(dsn))
-                stack.callback(lambda: wait(aconn.close()))
-                amem = AsyncMemory(aconn, service=service)
-            else:
-                apool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False)
-                wait(apool.open(wait=True))
-                stack.callback(lambda: wait(apool.close()))
-                amem = AsyncMemory(apool, service=service)
-            return Blocking(amem, loop)
-
-        yield make
-
-
-@pytest.fixture
-def org() -> uuid.UUID:
-    return uuid.uuid4()
-
-
-@pytest.fixture
-def grant(db: psycopg.Connection, org: uuid.UUID) -> Callable[..., uuid.UUID]:
-    """Grants a (new) user a permission in `org`, as the superuser (the service)."""
-
-    def give(user: uuid.UUID | None = None, permission: str = "memory.read") -> uuid.UUID:
-        user = user or uuid.uuid4()
-        db.execute("SELECT memory.grant(%s, %s, %s)", (org, user, permission))
-        db.commit()
-        return user
-
-    return give
-
+from tests.python.conftest import Connect
 
 CREATE_A = {"command": "create", "path": "/memories/a.md", "file_text": "hello\nworld\n"}
 

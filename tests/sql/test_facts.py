@@ -387,3 +387,21 @@ def test_a_bad_fact_in_a_batch_saves_nothing(dims4, org):
         "22023", "EMBEDDING_INVALID", "embedding has 2 dimensions, expected 4"
     )
     assert dims4.rows("SELECT count(*) FROM memory.facts") == [(0,)]
+
+
+def test_source_and_model_are_kept_as_given(dims4, org):
+    source = {"chat": "c1", "turn": None, "tags": [None, "x"]}
+    fact = dims4.value(
+        "SELECT memory.save_fact(%s, 'kept source', '{1,0,0,0}'::real[], %s, %s)",
+        org,
+        OWNER,
+        source,
+    )
+    assert dims4.rows("SELECT source, embedding_model FROM memory.facts WHERE id = %s", fact) == [
+        (source, None)
+    ]
+    batch = [{"content": "with model", "embedding": [0, 1, 0, 0], "embedding_model": "mini"}]
+    dims4.rows("SELECT * FROM memory.save_facts(%s, %s, %s)", org, batch, OWNER)
+    assert dims4.rows("SELECT embedding_model FROM memory.facts WHERE content = 'with model'") == [
+        ("mini",)
+    ]
