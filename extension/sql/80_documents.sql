@@ -24,8 +24,9 @@ CREATE FUNCTION memory._document_for_update(scope_key text, path text) RETURNS m
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT d.* FROM memory.documents d, memory._document_key(scope_key, path) k
-    WHERE d.scope_hash = k.scope_hash AND d.path_hash = k.path_hash
+    -- Positional: in a SQL function a column named like an argument would win.
+    SELECT d.* FROM memory._document_key($1, $2) k
+    JOIN memory.documents d ON d.scope_hash = k.scope_hash AND d.path_hash = k.path_hash
     FOR UPDATE OF d
 $$;
 
@@ -40,10 +41,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    key record := memory._document_key(scope_key, path);
+    key record;
     doc memory.documents;
 BEGIN
     PERFORM memory._require_service();
+    key := memory._document_key(scope_key, path);
     SELECT d.* INTO doc FROM memory.documents d
     WHERE d.scope_hash = key.scope_hash AND d.path_hash = key.path_hash AND memory._live(d.expires_at);
     IF doc.version IS NULL THEN
@@ -64,12 +66,13 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    key record := memory._document_key(scope_key, path);
+    key record;
     existing memory.documents;
     expires timestamptz := now() + make_interval(secs => expires_in);
     written bigint;
 BEGIN
     PERFORM memory._require_service();
+    key := memory._document_key(scope_key, path);
     IF content IS NULL OR length(content) > 10000000 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'content must be a string of at most 10,000,000 characters');
     END IF;
@@ -116,6 +119,7 @@ DECLARE
     existing memory.documents;
 BEGIN
     PERFORM memory._require_service();
+    PERFORM memory._document_key(scope_key, path);  -- refuses bad keys even when nothing matches
     existing := memory._document_for_update(scope_key, path);
     IF existing.version IS NOT NULL AND NOT memory._live(existing.expires_at) THEN
         existing := NULL;
@@ -137,9 +141,10 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    key record := memory._document_key(scope_key, '-');
+    key record;
 BEGIN
     PERFORM memory._require_service();
+    key := memory._document_key(scope_key, '-');
     RETURN QUERY
     SELECT d.path, d.version, d.expires_at, d.updated_at FROM memory.documents d
     WHERE d.scope_hash = key.scope_hash AND starts_with(d.path, coalesce(prefix, ''))

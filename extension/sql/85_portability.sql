@@ -98,6 +98,7 @@ BEGIN
     BEGIN
         FOR item IN SELECT * FROM memory._export_array(data, 'files') LOOP
             PERFORM memory._check_size(item ->> 'content');
+            PERFORM memory._check_file_slot(target, memory._path(item ->> 'path'), item ->> 'path');
             INSERT INTO memory.files (organization_id, namespace_id, path, content, version, created_at, updated_at)
             VALUES (org, target.id, memory._path(item ->> 'path'), item ->> 'content', (item ->> 'version')::bigint,
                     (item ->> 'created_at')::timestamptz, (item ->> 'updated_at')::timestamptz);
@@ -133,11 +134,18 @@ BEGIN
         END LOOP;
     EXCEPTION
         WHEN unique_violation THEN
-            PERFORM memory._fail('MEMORY_EXISTS', format('the namespace already holds an item of this export: %s', SQLERRM));
+            PERFORM memory._fail('MEMORY_EXISTS', format('an item of this export already exists: %s', SQLERRM));
         WHEN not_null_violation OR check_violation OR invalid_text_representation
              OR invalid_datetime_format OR datetime_field_overflow OR numeric_value_out_of_range THEN
             PERFORM memory._fail('MEMORY_INVALID', format('malformed export item: %s', SQLERRM));
     END;
+    IF EXISTS (SELECT FROM memory.facts f
+               WHERE f.organization_id = org AND f.namespace_id = target.id AND f.superseded_by IS NOT NULL
+                 AND NOT EXISTS (SELECT FROM memory.facts s
+                                 WHERE s.organization_id = org AND s.namespace_id = target.id
+                                   AND s.id = f.superseded_by)) THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'a fact of this export is superseded by a fact that is not in it');
+    END IF;
     RETURN jsonb_build_object('files', files, 'facts', facts, 'messages', messages);
 END
 $$;
