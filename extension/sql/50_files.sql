@@ -624,3 +624,21 @@ AS $$
                   memory._escape(path), scope, memory._escape(content),
                   CASE WHEN content = '' OR right(content, 1) = E'\n' THEN '' ELSE E'\n' END)
 $$;
+
+-- Deletes every core memory file of a namespace (the memory tool's
+-- clear_all_memory); returns how many.
+CREATE FUNCTION memory.clear_files(org uuid, ns jsonb DEFAULT '{}') RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target memory.namespaces := memory._resolve(org, ns, 'write');
+    deleted int;
+BEGIN
+    PERFORM memory._lock_namespace(target);
+    DELETE FROM memory.files f WHERE f.organization_id = target.organization_id AND f.namespace_id = target.id;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
+$$;

@@ -282,3 +282,24 @@ def test_settings_defaults_and_changes(service):
     assert service.fails("SELECT memory.setting('nope')") == Failure(
         "22023", "MEMORY_INVALID", "unknown setting 'nope'"
     )
+
+
+def test_clear_files_empties_one_namespace(service, org, member):
+    _create(service, org, "/memories/a.md", "a")
+    _create(service, org, "/memories/d/b.md", "b")
+    _create(service, org, "/memories/keep.md", "k", {"scope": "agent", "agent_id": "x", **OWNER})
+    assert service.value("SELECT memory.clear_files(%s, %s)", org, OWNER) == 2
+    assert service.rows("SELECT path FROM memory.list_files(%s, %s)", org, OWNER) == []
+    assert service.rows(
+        "SELECT path FROM memory.list_files(%s, %s)",
+        org,
+        {"scope": "agent", "agent_id": "x", **OWNER},
+    ) == [("/memories/keep.md",)]
+    _, reader = member()
+    assert reader.fails(
+        "SELECT memory.clear_files(%s, %s)", org, {"scope": "organization"}
+    ) == Failure(
+        "42501",
+        "MEMORY_FORBIDDEN",
+        "not permitted: changing organization memory needs the manage permission",
+    )
