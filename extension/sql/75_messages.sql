@@ -16,7 +16,9 @@ BEGIN
 END
 $$;
 
--- Indexes one message (service only); idempotent per (org, chat_id, id).
+-- Indexes one message {id, chat_id, owner_id, role, content, temporary?,
+-- created_at? (ISO 8601), embedding_model?} (service only); idempotent per
+-- (org, chat_id, id).
 -- A temporary chat stores nothing and answers false. Changed content makes
 -- the embedding pending again (unless a new one comes with it).
 CREATE FUNCTION memory.index_message(org uuid, message jsonb, embedding real[] DEFAULT NULL) RETURNS boolean
@@ -48,6 +50,11 @@ BEGIN
     END IF;
     content := message ->> 'content';
     PERFORM memory._check_size(content);
+    -- ISO 8601 only: not 'yesterday', 'now' or 'infinity'.
+    IF message ? 'created_at' AND message -> 'created_at' <> 'null'::jsonb
+       AND coalesce(message ->> 'created_at', '') !~ '^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$' THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'message created_at must be a timestamp');
+    END IF;
     BEGIN
         created := coalesce((message ->> 'created_at')::timestamptz, now());
     EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
@@ -55,17 +62,17 @@ BEGIN
     END;
     owner := memory._resolve(org, jsonb_build_object('owner_id', message ->> 'owner_id'), 'write');
     INSERT INTO memory.messages AS m (organization_id, namespace_id, chat_id, message_id, role, content,
-                                      content_hash, search_text, embedding, created_at)
+                                      content_hash, search_text, embedding, embedding_model, created_at)
     VALUES (org, owner.id, memory._message_text(message, 'chat_id', 1024), memory._message_text(message, 'id', 1024),
             memory._message_text(message, 'role', 64), content, md5(content), memory._search_text(content),
-            vec, created)
+            vec, CASE WHEN vec IS NOT NULL THEN message ->> 'embedding_model' END, created)
     ON CONFLICT (organization_id, chat_id, message_id) DO UPDATE
     SET role = excluded.role, content = excluded.content, content_hash = excluded.content_hash,
         search_text = excluded.search_text, created_at = excluded.created_at, indexed_at = now(),
         embedding = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding
                          WHEN m.content_hash = excluded.content_hash THEN m.embedding END,
-        embedding_model = CASE WHEN excluded.embedding IS NULL AND m.content_hash = excluded.content_hash
-                               THEN m.embedding_model END,
+        embedding_model = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding_model
+                               WHEN m.content_hash = excluded.content_hash THEN m.embedding_model END,
         lease_until = NULL
     -- A message keeps its owner: another user's message with the same ids is refused below.
     WHERE m.namespace_id = excluded.namespace_id;

@@ -1,7 +1,16 @@
 """pgmemory: long-term memory for AI assistants, as a PostgreSQL extension."""
 
-from .calls import FactHit, FileInfo, SavedFact
-from .client import Archival, AsyncArchival, AsyncMemory, Memory
+from .calls import Document, DocumentInfo, FactHit, FileInfo, MessageHit, SavedFact
+from .client import (
+    Archival,
+    AsyncArchival,
+    AsyncDocuments,
+    AsyncMemory,
+    AsyncRecall,
+    Documents,
+    Memory,
+    Recall,
+)
 from .embedders import Embedder, EmbedderError, LocalEmbedder, OpenAIEmbedder
 from .errors import (
     Ambiguous,
@@ -24,9 +33,14 @@ __all__ = [
     "Ambiguous",
     "Archival",
     "AsyncArchival",
+    "AsyncDocuments",
     "AsyncMemory",
+    "AsyncRecall",
     "Conflict",
+    "Document",
     "DocumentConflict",
+    "DocumentInfo",
+    "Documents",
     "Embedder",
     "EmbedderError",
     "EmbeddingInvalid",
@@ -38,10 +52,12 @@ __all__ = [
     "InvalidPath",
     "LocalEmbedder",
     "Memory",
+    "MessageHit",
     "NoMatch",
     "NotFound",
     "OpenAIEmbedder",
     "PgMemoryError",
+    "Recall",
     "SavedFact",
     "TooLarge",
 ]

@@ -315,3 +315,164 @@ def set_memory_embeddings(
         ),
         _value,
     )
+
+
+# ------------------------------------------------------------------ recall (earlier messages)
+
+
+@dataclass(frozen=True)
+class MessageHit:
+    """One earlier message found by `recall.search`, ranked like facts.
+
+    `id` is the message's own id as indexed; `similarity` is None when the
+    search had no embedding or the message's is pending.
+    """
+
+    id: str
+    chat_id: str
+    role: str
+    content: str
+    score: float
+    similarity: float | None
+    created_at: datetime
+
+
+def message_item(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The message as JSON: a datetime `created_at` goes as ISO 8601 (naive = server time zone)."""
+    item = dict(message)
+    if isinstance(item.get("created_at"), datetime):
+        item["created_at"] = item["created_at"].isoformat()
+    return item
+
+
+def message_text(item: Mapping[str, Any]) -> str | None:
+    """The text to embed for a message: None for a temporary one, which is not stored (and
+    so never sent to an embedding service), or when there is no string content (the SQL refuses it)."""
+    content = item.get("content")
+    return content if item.get("temporary") is not True and isinstance(content, str) else None
+
+
+def index_message(
+    org: Org, item: Mapping[str, Any], embeddings: Sequence[Vector] | None, model: str | None = None
+) -> Call[bool]:
+    """`embeddings`: the embedder's answer for `[content]`, or None (indexed pending);
+    `model` is recorded with it."""
+    if embeddings is not None and model is not None:
+        item = {**item, "embedding_model": model}
+    return Call(
+        "SELECT memory.index_message(%s::uuid, %s::jsonb, %s::real[])",
+        (org, Jsonb(dict(item)), _real_array(_one(embeddings))),
+        _value,
+    )
+
+
+def search_messages(
+    org: Org,
+    query: str,
+    embeddings: Sequence[Vector] | None,
+    exclude_chat: str | None,
+    k: int,
+    options: Mapping[str, Any] | None,
+) -> Call[list[MessageHit]]:
+    """`embeddings`: the embedder's answer for `[query]`, or None (full text only)."""
+    return Call(
+        "SELECT id, chat_id, role, content, score, similarity, created_at"
+        " FROM memory.search_messages(%s::uuid, %s::text, %s::real[], %s::text, %s::int, %s::jsonb)",
+        (
+            org,
+            query,
+            _real_array(_one(embeddings)),
+            exclude_chat,
+            k,
+            Jsonb(dict(options or {})),
+        ),
+        lambda rows: [MessageHit(*row) for row in rows],
+    )
+
+
+def delete_chat(org: Org, chat_id: str) -> Call[int]:
+    return Call("SELECT memory.delete_chat(%s::uuid, %s::text)", (org, chat_id), _value)
+
+
+# ------------------------------------------------------------------ documents (service)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A live document: `expires_at` None means it never expires."""
+
+    content: str
+    version: int
+    expires_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """One live document of a scope, as listed by `documents.list`."""
+
+    path: str
+    version: int
+    expires_at: datetime | None
+    updated_at: datetime
+
+
+def document_read(scope_key: str, path: str) -> Call[Document | None]:
+    # The JSON's timestamps are cast back to timestamptz in SQL; null (absent or
+    # expired) gives no row.
+    return Call(
+        "SELECT d ->> 'content', (d ->> 'version')::bigint,"
+        " (d ->> 'expires_at')::timestamptz, (d ->> 'updated_at')::timestamptz"
+        " FROM memory.document_read(%s::text, %s::text) AS d WHERE d IS NOT NULL",
+        (scope_key, path),
+        lambda rows: Document(*rows[0]) if rows else None,
+    )
+
+
+def document_write(
+    scope_key: str, path: str, content: str, expected_version: int | None, expires_in: int | None
+) -> Call[int]:
+    return Call(
+        "SELECT memory.document_write(%s::text, %s::text, %s::text, %s::bigint, %s::int)",
+        (scope_key, path, content, expected_version, expires_in),
+        _value,
+    )
+
+
+def document_delete(scope_key: str, path: str, expected_version: int | None) -> Call[bool]:
+    return Call(
+        "SELECT memory.document_delete(%s::text, %s::text, %s::bigint)",
+        (scope_key, path, expected_version),
+        _value,
+    )
+
+
+def document_list(scope_key: str, prefix: str) -> Call[list[DocumentInfo]]:
+    return Call(
+        "SELECT path, version, expires_at, updated_at FROM memory.document_list(%s::text, %s::text)",
+        (scope_key, prefix),
+        lambda rows: [DocumentInfo(*row) for row in rows],
+    )
+
+
+def purge_documents() -> Call[int]:
+    return Call("SELECT memory.purge_documents()", (), _value)
+
+
+# ------------------------------------------------------------------ erasure and portability
+
+
+def erase_user(org: Org, user_id: uuid.UUID | str) -> Call[dict[str, int]]:
+    return Call("SELECT memory.erase_user(%s::uuid, %s::uuid)", (org, user_id), _value)
+
+
+def export(org: Org, ns: Namespace | None) -> Call[dict[str, Any]]:
+    return Call("SELECT memory.export(%s::uuid, %s::jsonb)", (org, _ns(ns)), _value)
+
+
+def import_(org: Org, data: Mapping[str, Any], ns: Namespace | None) -> Call[dict[str, int]]:
+    return Call(
+        "SELECT memory.import(%s::uuid, %s::jsonb, %s::jsonb)",
+        (org, Jsonb(dict(data)), _ns(ns)),
+        _value,
+    )

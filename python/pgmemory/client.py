@@ -9,8 +9,8 @@ object names a user.
 
 Methods that need vectors first ask the client's embedder (one call for all
 their texts), then make their one SQL call; `embed_pending` repeats that per
-batch. `.archival` is a view of the archival memory (facts) through the same
-client: its connections, identity and embedder.
+batch. `.archival` (facts), `.recall` (earlier messages) and `.documents` are
+views through the same client: its connections, identity and embedder.
 """
 
 from __future__ import annotations
@@ -26,7 +26,16 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from . import calls
-from .calls import FactHit, FileInfo, Org, SavedFact, Vector
+from .calls import (
+    Document,
+    DocumentInfo,
+    FactHit,
+    FileInfo,
+    MessageHit,
+    Org,
+    SavedFact,
+    Vector,
+)
 from .connection import AsyncSource, Source
 from .embedders import Embedder
 
@@ -39,6 +48,8 @@ Id = uuid.UUID | str
 Fact = str | Mapping[str, Any]
 # Called after each batch of embed_pending with (written so far, rows in this batch).
 OnBatch = Callable[[int, int], object]
+# `Documents.list` would shadow the builtin in its class's annotations.
+DocumentInfos = list[DocumentInfo]
 
 
 def _user_claims(user_id: uuid.UUID | str) -> str:
@@ -91,6 +102,16 @@ class Memory(_Client[Source]):
     def archival(self) -> Archival:
         """Archival memory (facts) on this client's connections, identity and embedder."""
         return Archival(self)
+
+    @property
+    def recall(self) -> Recall:
+        """Recall of earlier chat messages on this client's connections, identity and embedder."""
+        return Recall(self)
+
+    @property
+    def documents(self) -> Documents:
+        """Versioned documents for agent runtimes (service only)."""
+        return Documents(self)
 
     def close(self) -> None:
         """Close the connection opened from a DSN; a given connection or pool stays open."""
@@ -147,6 +168,22 @@ class Memory(_Client[Source]):
         call = calls.configure_embeddings(self._dimensions(dimensions), type)
         return self._source.execute(self._claims, call)
 
+    def erase_user(self, org: Org, user_id: Id) -> dict[str, int]:
+        """Delete every file, fact and message of a user in an organization, and their
+        permissions there (service only); returns counts per kind."""
+        return self._source.execute(self._claims, calls.erase_user(org, user_id))
+
+    def export(self, org: Org, ns: Ns = None) -> dict[str, Any]:
+        """Every memory of a namespace (files, facts with embeddings, messages) as JSON
+        that `import_` loads back."""
+        return self._source.execute(self._claims, calls.export(org, ns))
+
+    def import_(self, org: Org, data: Mapping[str, Any], ns: Ns = None) -> dict[str, int]:
+        """Load an `export` into a namespace; returns counts per kind. Ids are kept, so an
+        item that exists already (the namespace's path, a fact id anywhere in the database,
+        a message of the same org and chat) raises `Exists` and nothing is loaded."""
+        return self._source.execute(self._claims, calls.import_(org, data, ns))
+
     def embed_pending(self, batch: int = 100, on_batch: OnBatch | None = None) -> int:
         """Embed every pending memory (service only); returns how many embeddings were written.
 
@@ -182,6 +219,16 @@ class AsyncMemory(_Client[AsyncSource]):
     def archival(self) -> AsyncArchival:
         """Archival memory (facts) on this client's connections, identity and embedder."""
         return AsyncArchival(self)
+
+    @property
+    def recall(self) -> AsyncRecall:
+        """Recall of earlier chat messages on this client's connections, identity and embedder."""
+        return AsyncRecall(self)
+
+    @property
+    def documents(self) -> AsyncDocuments:
+        """Versioned documents for agent runtimes (service only)."""
+        return AsyncDocuments(self)
 
     async def close(self) -> None:
         """Close the connection opened from a DSN; a given connection or pool stays open."""
@@ -242,6 +289,18 @@ class AsyncMemory(_Client[AsyncSource]):
         call = calls.configure_embeddings(self._dimensions(dimensions), type)
         return await self._source.execute(self._claims, call)
 
+    async def erase_user(self, org: Org, user_id: Id) -> dict[str, int]:
+        """See `Memory.erase_user`."""
+        return await self._source.execute(self._claims, calls.erase_user(org, user_id))
+
+    async def export(self, org: Org, ns: Ns = None) -> dict[str, Any]:
+        """See `Memory.export`."""
+        return await self._source.execute(self._claims, calls.export(org, ns))
+
+    async def import_(self, org: Org, data: Mapping[str, Any], ns: Ns = None) -> dict[str, int]:
+        """See `Memory.import_`."""
+        return await self._source.execute(self._claims, calls.import_(org, data, ns))
+
     async def embed_pending(self, batch: int = 100, on_batch: OnBatch | None = None) -> int:
         """`Memory.embed_pending` with the embedder's `aembed`; `on_batch` may be async."""
         embedder = self._need_embedder("embed_pending()")
@@ -255,18 +314,15 @@ class AsyncMemory(_Client[AsyncSource]):
         return written
 
 
-class Archival:
-    """Archival memory (facts) of a `Memory`: its connections, identity and embedder.
-
-    With an embedder, texts are embedded before the SQL call (one embedder call
-    per method); without one, facts are saved pending (`embed_pending` fills
-    them in later) and searches use full text only.
-    """
+class _View:
+    """A part of a `Memory` (`.archival`, `.recall`, `.documents`): its connections,
+    identity and embedder."""
 
     def __init__(self, client: Memory) -> None:
         self._client = client
 
     def _embed(self, texts: list[str]) -> list[Vector] | None:
+        # One embedder call for all texts; None without an embedder (or texts).
         embedder = self._client.embedder
         if embedder is None or not texts:
             return None
@@ -274,6 +330,38 @@ class Archival:
 
     def _execute(self, call: calls.Call[calls.T]) -> calls.T:
         return self._client._source.execute(self._client._claims, call)
+
+    def _model(self) -> str | None:
+        # Recorded with the vectors this view computes.
+        return self._client.embedder.model if self._client.embedder else None
+
+
+class _AsyncView:
+    """`_View` for an `AsyncMemory`; embeds with the embedder's `aembed`."""
+
+    def __init__(self, client: AsyncMemory) -> None:
+        self._client = client
+
+    async def _embed(self, texts: list[str]) -> list[Vector] | None:
+        embedder = self._client.embedder
+        if embedder is None or not texts:
+            return None
+        return list(await embedder.aembed(texts))
+
+    async def _execute(self, call: calls.Call[calls.T]) -> calls.T:
+        return await self._client._source.execute(self._client._claims, call)
+
+    def _model(self) -> str | None:
+        return self._client.embedder.model if self._client.embedder else None
+
+
+class Archival(_View):
+    """Archival memory (facts) of a `Memory`: its connections, identity and embedder.
+
+    With an embedder, texts are embedded before the SQL call (one embedder call
+    per method); without one, facts are saved pending (`embed_pending` fills
+    them in later) and searches use full text only.
+    """
 
     def save(self, org: Org, content: str, ns: Ns = None, source: Any = None) -> uuid.UUID:
         """Save one fact; returns its id, or the id of the live fact it duplicates."""
@@ -295,8 +383,7 @@ class Archival:
         """
         items = [calls.fact_item(f) for f in facts]
         vectors = self._embed([item["content"] for item in items])
-        model = self._client.embedder.model if self._client.embedder else None
-        return self._execute(calls.save_facts(org, items, vectors, ns, threshold, model))
+        return self._execute(calls.save_facts(org, items, vectors, ns, threshold, self._model()))
 
     def search(
         self,
@@ -328,20 +415,8 @@ class Archival:
         return self._execute(calls.get_fact(id))
 
 
-class AsyncArchival:
+class AsyncArchival(_AsyncView):
     """`Archival` for an `AsyncMemory`; embeds with the embedder's `aembed`."""
-
-    def __init__(self, client: AsyncMemory) -> None:
-        self._client = client
-
-    async def _embed(self, texts: list[str]) -> list[Vector] | None:
-        embedder = self._client.embedder
-        if embedder is None or not texts:
-            return None
-        return list(await embedder.aembed(texts))
-
-    async def _execute(self, call: calls.Call[calls.T]) -> calls.T:
-        return await self._client._source.execute(self._client._claims, call)
 
     async def save(self, org: Org, content: str, ns: Ns = None, source: Any = None) -> uuid.UUID:
         """Save one fact; returns its id, or the id of the live fact it duplicates."""
@@ -358,8 +433,8 @@ class AsyncArchival:
         """See `Archival.save_extracted`."""
         items = [calls.fact_item(f) for f in facts]
         vectors = await self._embed([item["content"] for item in items])
-        model = self._client.embedder.model if self._client.embedder else None
-        return await self._execute(calls.save_facts(org, items, vectors, ns, threshold, model))
+        call = calls.save_facts(org, items, vectors, ns, threshold, self._model())
+        return await self._execute(call)
 
     async def search(
         self,
@@ -384,3 +459,140 @@ class AsyncArchival:
     async def get(self, id: Id) -> dict[str, Any]:
         """See `Archival.get`."""
         return await self._execute(calls.get_fact(id))
+
+
+class Recall(_View):
+    """Recall of earlier chat messages, across the user's chats.
+
+    The service indexes messages for their owner (`owner_id`); a user searches
+    their own. With an embedder, `index` embeds the message and `search` the
+    query (one embedder call each); without one, messages are indexed pending
+    (`embed_pending` fills them in) and searches use full text only.
+    """
+
+    def index(self, org: Org, message: Mapping[str, Any]) -> bool:
+        """Index one message (service only): keys `id`, `chat_id`, `owner_id`, `role`,
+        `content`, optional `temporary` and `created_at` (a datetime or ISO 8601 text).
+
+        Idempotent per (org, chat_id, id). A temporary message is neither stored
+        nor embedded: returns False.
+        """
+        item = calls.message_item(message)
+        text = calls.message_text(item)
+        vectors = None if text is None else self._embed([text])
+        return self._execute(calls.index_message(org, item, vectors, self._model()))
+
+    def search(
+        self,
+        org: Org,
+        query: str,
+        exclude_chat: str | None = None,
+        k: int = 5,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[MessageHit]:
+        """The caller's k closest earlier messages, leaving out the chat `exclude_chat`
+        (the current one). `options` as for `archival.search`."""
+        vectors = self._embed([query])
+        return self._execute(calls.search_messages(org, query, vectors, exclude_chat, k, options))
+
+    def delete_chat(self, org: Org, chat_id: str) -> int:
+        """Delete a chat's indexed messages (the caller's own; the service: everyone's).
+        Returns how many."""
+        return self._execute(calls.delete_chat(org, chat_id))
+
+
+class AsyncRecall(_AsyncView):
+    """`Recall` for an `AsyncMemory`."""
+
+    async def index(self, org: Org, message: Mapping[str, Any]) -> bool:
+        """See `Recall.index`."""
+        item = calls.message_item(message)
+        text = calls.message_text(item)
+        vectors = None if text is None else await self._embed([text])
+        return await self._execute(calls.index_message(org, item, vectors, self._model()))
+
+    async def search(
+        self,
+        org: Org,
+        query: str,
+        exclude_chat: str | None = None,
+        k: int = 5,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[MessageHit]:
+        """See `Recall.search`."""
+        vectors = await self._embed([query])
+        call = calls.search_messages(org, query, vectors, exclude_chat, k, options)
+        return await self._execute(call)
+
+    async def delete_chat(self, org: Org, chat_id: str) -> int:
+        """See `Recall.delete_chat`."""
+        return await self._execute(calls.delete_chat(org, chat_id))
+
+
+class Documents(_View):
+    """Versioned documents under an opaque scope key and a path (service only).
+
+    Optimistic concurrency: a write names the version it read (None: the
+    document must not exist yet); a stale one raises `DocumentConflict` and
+    writes nothing. Expired documents read as absent until `purge` removes them.
+    """
+
+    def read(self, scope_key: str, path: str) -> Document | None:
+        """The live document, or None (absent or expired)."""
+        return self._execute(calls.document_read(scope_key, path))
+
+    def write(
+        self,
+        scope_key: str,
+        path: str,
+        content: str,
+        expected_version: int | None,
+        expires_in: int | None = None,
+    ) -> int:
+        """Write a document; returns its new version. `expires_in`: lifetime in seconds."""
+        call = calls.document_write(scope_key, path, content, expected_version, expires_in)
+        return self._execute(call)
+
+    def delete(self, scope_key: str, path: str, expected_version: int | None = None) -> bool:
+        """Delete a document (only at `expected_version`, if given); True when one was deleted."""
+        return self._execute(calls.document_delete(scope_key, path, expected_version))
+
+    def list(self, scope_key: str, prefix: str = "") -> DocumentInfos:
+        """The scope's live documents whose path starts with `prefix`, by path."""
+        return self._execute(calls.document_list(scope_key, prefix))
+
+    def purge(self) -> int:
+        """Remove every expired document; returns how many."""
+        return self._execute(calls.purge_documents())
+
+
+class AsyncDocuments(_AsyncView):
+    """`Documents` for an `AsyncMemory`."""
+
+    async def read(self, scope_key: str, path: str) -> Document | None:
+        """See `Documents.read`."""
+        return await self._execute(calls.document_read(scope_key, path))
+
+    async def write(
+        self,
+        scope_key: str,
+        path: str,
+        content: str,
+        expected_version: int | None,
+        expires_in: int | None = None,
+    ) -> int:
+        """See `Documents.write`."""
+        call = calls.document_write(scope_key, path, content, expected_version, expires_in)
+        return await self._execute(call)
+
+    async def delete(self, scope_key: str, path: str, expected_version: int | None = None) -> bool:
+        """See `Documents.delete`."""
+        return await self._execute(calls.document_delete(scope_key, path, expected_version))
+
+    async def list(self, scope_key: str, prefix: str = "") -> DocumentInfos:
+        """See `Documents.list`."""
+        return await self._execute(calls.document_list(scope_key, prefix))
+
+    async def purge(self) -> int:
+        """See `Documents.purge`."""
+        return await self._execute(calls.purge_documents())

@@ -5,7 +5,9 @@ the extension in a fresh database, and plays the memory-tool calls a model
 would make, printing exactly what the model would see. Then archival memory:
 facts an application extracted from the chat, embedded with LocalEmbedder
 (all-MiniLM-L6-v2, offline), saved with a near-duplicate refused, searched,
-and one superseded by a newer fact.
+and one superseded by a newer fact. Last, recall: the service indexes the
+messages of a first chat, and in a second chat the user's question finds them,
+with the current chat left out.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
 
 from . import server
-from .calls import FactHit
+from .calls import FactHit, MessageHit
 from .client import Memory
 from .embedders import LocalEmbedder
 from .errors import PgMemoryError
@@ -93,6 +96,68 @@ def _archival(service: Memory, user: Memory) -> None:
         f"\nmemory.get_fact(old): {kept['content']!r} is kept, hidden from search;"
         f" forgotten: {kept['forgotten_at'] is not None}; superseded by {successor!r}"
     )
+
+
+# A first chat, days before the second one; the second one's question is indexed too.
+CHAT_1 = [
+    ("user", "I'm planning a trip to Kyoto in April to see the cherry blossoms."),
+    ("assistant", "Lovely! Book the ryokan early: April is peak season in Kyoto."),
+    ("user", "My sister Marta is coming along; she is vegetarian."),
+]
+CHAT_2 = ("user", "Which restaurants should we try on our Japan trip?")
+CHAT_1_AT = datetime(2025, 3, 1, 9, 30, tzinfo=timezone.utc)
+CHAT_2_AT = datetime(2025, 3, 9, 18, 0, tzinfo=timezone.utc)
+
+
+def _show_messages(hits: list[MessageHit]) -> None:
+    for n, hit in enumerate(hits, 1):
+        similarity = "   -  " if hit.similarity is None else f"{hit.similarity:6.3f}"
+        print(
+            f"{n}. score {hit.score:.4f}  similarity {similarity}"
+            f"  [{hit.chat_id} {hit.role}] {hit.content}"
+        )
+
+
+def _recall(service: Memory, user: Memory) -> None:
+    print("\n=== Recall: the app indexes the messages of chat-1 (LocalEmbedder) ===")
+    for n, (role, content) in enumerate(CHAT_1, 1):
+        message = {
+            "id": f"m{n}",
+            "chat_id": "chat-1",
+            "owner_id": str(USER),
+            "role": role,
+            "content": content,
+            "created_at": CHAT_1_AT + timedelta(minutes=n),
+        }
+        service.recall.index(ORG, message)
+        print(f"  indexed  [chat-1 {role}] {content}")
+    print("\n=== Days later, chat-2 starts; its first message is indexed as it comes ===")
+    role, question = CHAT_2
+    service.recall.index(
+        ORG,
+        {
+            "id": "m1",
+            "chat_id": "chat-2",
+            "owner_id": str(USER),
+            "role": role,
+            "content": question,
+            "created_at": CHAT_2_AT,
+        },
+    )
+    print(f"  indexed  [chat-2 {role}] {question}")
+
+    print(f"\n=== recall.search({question!r}, exclude_chat='chat-2', k=3) ===")
+    hits = user.recall.search(ORG, question, exclude_chat="chat-2", k=3)
+    _show_messages(hits)
+    print("\nWhat the model sees in chat-2's system prompt:")
+    print("<earlier_conversations>")
+    for hit in hits:
+        at = hit.created_at.astimezone(timezone.utc)
+        print(f"[{at:%Y-%m-%d %H:%M} UTC, {hit.chat_id}, {hit.role}] {hit.content}")
+    print("</earlier_conversations>")
+    print(f"chat-2's own message among them: {any(h.chat_id == 'chat-2' for h in hits)}")
+    print("\n=== Without exclude_chat (k=2), chat-2's own message comes first ===")
+    _show_messages(user.recall.search(ORG, question, k=2))
 
 
 def _prepare_database(srv: server.EmbeddedServer) -> str:
@@ -173,6 +238,7 @@ def main() -> None:
             for info in files:
                 print(f"{info.version:>3}  {info.bytes:>5} B  {info.path}")
             _archival(service, user)
+            _recall(service, user)
     finally:
         srv.stop()
         print(f"\nStopped the embedded server ({data_dir}).")

@@ -1,9 +1,10 @@
-"""Fixtures shared by the Python client suites (test_client, test_archival).
+"""Fixtures shared by the Python client suites (test_client, test_archival, test_recall, …).
 
 The `connect` fixture is parametrized over Memory (DSN, Connection, pool) and
 AsyncMemory (DSN, AsyncConnection, AsyncConnectionPool); an async client is
 wrapped so each method call runs to completion on the test's event loop, so the
-same assertions cover both.
+same assertions cover both. `FakeEmbedder` looks vectors up in a table and
+records every embedder call.
 """
 
 from __future__ import annotations
@@ -12,23 +13,32 @@ import asyncio
 import contextlib
 import inspect
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from pgmemory import AsyncArchival, AsyncMemory, Embedder, Memory
+from pgmemory import (
+    AsyncArchival,
+    AsyncDocuments,
+    AsyncMemory,
+    AsyncRecall,
+    Embedder,
+    Memory,
+)
 from tests.conftest import SERVICE_LOGIN
 
 KINDS = ["sync-dsn", "sync-conn", "sync-pool", "async-dsn", "async-conn", "async-pool"]
+AsyncView = AsyncArchival | AsyncRecall | AsyncDocuments
 
 
 class Blocking:
-    """An AsyncMemory (or its `.archival`) with sync methods: each call runs on `loop`."""
+    """An AsyncMemory (or its `.archival`, `.recall`, `.documents`) with sync methods:
+    each call runs on `loop`."""
 
-    def __init__(self, mem: AsyncMemory | AsyncArchival, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, mem: AsyncMemory | AsyncView, loop: asyncio.AbstractEventLoop) -> None:
         self._mem = mem
         self._loop = loop
 
@@ -38,11 +48,46 @@ class Blocking:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._mem, name)
-        if isinstance(value, AsyncArchival):
+        if isinstance(value, (AsyncArchival, AsyncRecall, AsyncDocuments)):
             return Blocking(value, self._loop)
         if not inspect.iscoroutinefunction(value):
             return value  # a plain attribute, e.g. the embedder
         return lambda *args, **kwargs: self._loop.run_until_complete(value(*args, **kwargs))
+
+
+DIMS = 8
+
+
+def e(i: int, scale: float = 1.0) -> list[float]:
+    """`scale` times the i-th unit vector of DIMS dimensions."""
+    return [scale if j == i else 0.0 for j in range(DIMS)]
+
+
+def plus(*vectors: list[float]) -> list[float]:
+    return [sum(xs) for xs in zip(*vectors, strict=True)]
+
+
+class FakeEmbedder:
+    """Vectors from a table; `calls` records (method, texts) of every call."""
+
+    def __init__(self, table: dict[str, Any], dimensions: int = DIMS) -> None:
+        self.table = table
+        self.dimensions = dimensions
+        self.model = f"fake-{dimensions}"
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(("embed", list(texts)))
+        return [self.table[t] for t in texts]
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(("aembed", list(texts)))
+        return [self.table[t] for t in texts]
+
+
+def method(client: Memory | Blocking) -> str:
+    """The embedder method a client must use: `aembed` for AsyncMemory."""
+    return "aembed" if isinstance(client, Blocking) else "embed"
 
 
 # (login=SERVICE_LOGIN, *, service=True, embedder=None) -> Memory | Blocking

@@ -1,6 +1,6 @@
 """Archival memory and the embedding pipeline from Python, sync and async, with one suite.
 
-Most tests use `FakeEmbedder`: 8-dimensional vectors looked up in a table, built
+Most tests use `FakeEmbedder` (conftest.py): 8-dimensional vectors looked up in a table, built
 so that chosen pairs have a known cosine similarity, and a record of every
 embedder call (which method, which texts). One test runs the real LocalEmbedder.
 The `connect` fixture (conftest.py) covers Memory and AsyncMemory over a DSN, a
@@ -35,19 +35,7 @@ from pgmemory import (
 from pgmemory.calls import Call
 from pgmemory.connection import AsyncSource, Source
 from tests.conftest import SERVICE_LOGIN
-from tests.python.conftest import Blocking, Connect
-
-DIMS = 8
-
-
-def e(i: int, scale: float = 1.0) -> list[float]:
-    """`scale` times the i-th unit vector."""
-    return [scale if j == i else 0.0 for j in range(DIMS)]
-
-
-def plus(*vectors: list[float]) -> list[float]:
-    return [sum(xs) for xs in zip(*vectors, strict=True)]
-
+from tests.python.conftest import DIMS, Blocking, Connect, FakeEmbedder, e, method, plus
 
 OFFICE = "Works in the Lisbon office"
 OFFICE_2 = "Their office is in Lisbon"  # cosine 0.96 with OFFICE: a near-duplicate
@@ -77,32 +65,9 @@ TABLE: dict[str, list[float]] = {
 }
 
 
-class FakeEmbedder:
-    """Vectors from a table; `calls` records (method, texts) of every call."""
-
-    def __init__(self, table: dict[str, Any] | None = None, dimensions: int = DIMS) -> None:
-        self.table = TABLE if table is None else table
-        self.dimensions = dimensions
-        self.model = f"fake-{dimensions}"
-        self.calls: list[tuple[str, list[str]]] = []
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(("embed", list(texts)))
-        return [self.table[t] for t in texts]
-
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(("aembed", list(texts)))
-        return [self.table[t] for t in texts]
-
-
-def method(client: Memory | Blocking) -> str:
-    """The embedder method a client must use: `aembed` for AsyncMemory."""
-    return "aembed" if isinstance(client, Blocking) else "embed"
-
-
 @pytest.fixture
 def fake() -> FakeEmbedder:
-    return FakeEmbedder()
+    return FakeEmbedder(TABLE)
 
 
 @pytest.fixture
@@ -439,7 +404,7 @@ def test_embed_pending_async_callback_is_awaited(
         seen.append((done, size))
 
     async def go() -> int:
-        async with AsyncMemory(login_dsn(SERVICE_LOGIN), FakeEmbedder(), service=True) as mem:
+        async with AsyncMemory(login_dsn(SERVICE_LOGIN), FakeEmbedder(TABLE), service=True) as mem:
             await mem.configure_embeddings()
             user = mem.as_user(user_id)
             user.embedder = None  # saved pending
@@ -501,7 +466,7 @@ def test_embedding_invalid(connect: Connect, grant: Any, org: uuid.UUID) -> None
     assert plain.archival.get(fact)["embedding_pending"] is True
     # An embedder answering with the wrong number of vectors is caught before SQL.
     with pytest.raises(EmbedderError, match="returned 0 vectors for 1 texts"):
-        connect(embedder=Short()).as_user(grant()).archival.save(org, TEA)
+        connect(embedder=Short(TABLE)).as_user(grant()).archival.save(org, TEA)
 
 
 class Short(FakeEmbedder):
@@ -529,7 +494,7 @@ def test_numpy_vectors_with_and_without_pgvector_adapters(
     user_id = grant()
     options = f"-c search_path={search_path}"
     with psycopg.connect(login_dsn(SERVICE_LOGIN), options=options) as conn:
-        mem = Memory(conn, Numpy(), service=True)
+        mem = Memory(conn, Numpy(TABLE), service=True)
         mem.configure_embeddings()
         user = mem.as_user(user_id)
         office = user.archival.save(org, OFFICE)

@@ -60,4 +60,41 @@ def test_demo_session_prints_what_the_model_sees():
         "memory.get_fact(old): 'Works in the Lisbon office' is kept, hidden from search;"
         " forgotten: True; superseded by 'Now works in the Porto office'\n"
     ) in out
+    # Recall: chat-2 finds what was said in chat-1, chat-2's own message left out.
+    assert (
+        "=== Recall: the app indexes the messages of chat-1 (LocalEmbedder) ===\n"
+        "  indexed  [chat-1 user] I'm planning a trip to Kyoto in April to see the cherry blossoms.\n"
+        "  indexed  [chat-1 assistant] Lovely! Book the ryokan early: April is peak season in Kyoto.\n"
+        "  indexed  [chat-1 user] My sister Marta is coming along; she is vegetarian.\n"
+        "\n=== Days later, chat-2 starts; its first message is indexed as it comes ===\n"
+        "  indexed  [chat-2 user] Which restaurants should we try on our Japan trip?\n"
+    ) in out
+    assert (
+        "=== recall.search('Which restaurants should we try on our Japan trip?',"
+        " exclude_chat='chat-2', k=3) ===\n"
+        "1. score 0.0328  similarity  0.389  [chat-1 user] I'm planning a trip to Kyoto in April"
+        " to see the cherry blossoms.\n"
+        "2. score 0.0161  similarity  0.345  [chat-1 assistant] Lovely! Book the ryokan early:"
+        " April is peak season in Kyoto.\n"
+        "3. score 0.0159  similarity  0.187  [chat-1 user] My sister Marta is coming along;"
+        " she is vegetarian.\n"
+    ) in out
+    assert (
+        "What the model sees in chat-2's system prompt:\n"
+        "<earlier_conversations>\n"
+        "[2025-03-01 09:31 UTC, chat-1, user] I'm planning a trip to Kyoto in April to see the"
+        " cherry blossoms.\n"
+        "[2025-03-01 09:32 UTC, chat-1, assistant] Lovely! Book the ryokan early: April is peak"
+        " season in Kyoto.\n"
+        "[2025-03-01 09:33 UTC, chat-1, user] My sister Marta is coming along; she is vegetarian.\n"
+        "</earlier_conversations>\n"
+        "chat-2's own message among them: False\n"
+    ) in out
+    assert (
+        "=== Without exclude_chat (k=2), chat-2's own message comes first ===\n"
+        "1. score 0.0328  similarity  1.000  [chat-2 user] Which restaurants should we try on our"
+        " Japan trip?\n"
+        "2. score 0.0323  similarity  0.389  [chat-1 user] I'm planning a trip to Kyoto in April"
+        " to see the cherry blossoms.\n"
+    ) in out
     assert "\033[" not in out  # no terminal escapes without a TTY

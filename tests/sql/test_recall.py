@@ -215,3 +215,22 @@ def test_delete_chat(dims4, org, member):
     assert dims4.rows("SELECT message_id FROM memory.messages ORDER BY 1") == [("a3",), ("b1",)]
     assert dims4.value("SELECT memory.delete_chat(%s, 'group-chat')", org) == 1
     assert dims4.rows("SELECT message_id FROM memory.messages") == [("a3",)]
+
+
+@pytest.mark.parametrize("when", ["yesterday", "now", "infinity", "2026-13-01", "1 day ago"])
+def test_created_at_must_be_iso_8601(dims4, org, when):
+    message = _message(uuid.uuid4(), "c", "m", "x", created_at=when)
+    assert dims4.fails("SELECT memory.index_message(%s, %s)", org, message) == Failure(
+        "22023", "MEMORY_INVALID", "message created_at must be a timestamp"
+    )
+
+
+def test_embedding_model_is_recorded_with_a_vector(dims4, org):
+    owner = uuid.uuid4()
+    message = _message(
+        owner, "c", "m", "x", created_at="2026-11-30T10:00:00Z", embedding_model="mini"
+    )
+    _index(dims4, org, message, [1.0, 0.0, 0.0, 0.0])
+    assert dims4.rows("SELECT embedding_model, created_at::text FROM memory.messages") == [
+        ("mini", "2026-11-30 10:00:00+00")
+    ]
