@@ -167,6 +167,10 @@ def list_files(org: Org, ns: dict[str, Any] | None) -> Call[list[FileInfo]]:
     )
 
 
+def clear_files(org: Org, ns: dict[str, Any] | None) -> Call[int]:
+    return Call("SELECT memory.clear_files(%s::uuid, %s::jsonb)", (org, _ns(ns)), _value)
+
+
 def grant(org: Org, user_id: uuid.UUID | str, permission: str) -> Call[None]:
     return Call(
         "SELECT memory.grant(%s::uuid, %s::uuid, %s::text)",

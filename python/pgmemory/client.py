@@ -149,6 +149,10 @@ class Memory(_Client[Source]):
     def list_files(self, org: Org, ns: Ns = None) -> list[FileInfo]:
         return self._source.execute(self._claims, calls.list_files(org, ns))
 
+    def clear_files(self, org: Org, ns: Ns = None) -> int:
+        """Delete every core memory file of the namespace; returns how many."""
+        return self._source.execute(self._claims, calls.clear_files(org, ns))
+
     def grant(self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read") -> None:
         """Give a user a permission in an organization (service only)."""
         self._source.execute(self._claims, calls.grant(org, user_id, permission))
@@ -265,6 +269,10 @@ class AsyncMemory(_Client[AsyncSource]):
 
     async def list_files(self, org: Org, ns: Ns = None) -> list[FileInfo]:
         return await self._source.execute(self._claims, calls.list_files(org, ns))
+
+    async def clear_files(self, org: Org, ns: Ns = None) -> int:
+        """See `Memory.clear_files`."""
+        return await self._source.execute(self._claims, calls.clear_files(org, ns))
 
     async def grant(
         self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read"
