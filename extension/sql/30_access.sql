@@ -87,7 +87,8 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    fn regprocedure := memory._setting_text('permission_check')::regprocedure;
+    -- A function dropped after it was configured fails closed, not with 42883.
+    fn regprocedure := to_regprocedure(memory._setting_text('permission_check'));
     fn_schema name;
     fn_name name;
     ok boolean;
@@ -95,11 +96,26 @@ BEGIN
     IF fn = 'memory.has_permission(uuid,uuid,text)'::regprocedure THEN
         RETURN memory.has_permission(org, user_id, permission);
     END IF;
+    IF fn IS NULL THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: the configured permission_check function does not exist');
+    END IF;
     SELECT n.nspname, p.proname INTO fn_schema, fn_name
     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = fn;
     EXECUTE format('SELECT %I.%I($1, $2, $3)', fn_schema, fn_name)
         INTO ok USING org, user_id, permission;
     RETURN coalesce(ok, false);
+END
+$$;
+
+CREATE FUNCTION memory._check_grant_args(organization_id uuid, user_id uuid, permission text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF organization_id IS NULL OR user_id IS NULL OR coalesce(permission, '') = '' OR octet_length(permission) > 256 THEN
+        PERFORM memory._fail('MEMORY_INVALID',
+            'a permission needs an organization, a user and a name of at most 256 bytes');
+    END IF;
 END
 $$;
 
@@ -110,9 +126,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM memory._require_service();
-    IF organization_id IS NULL OR user_id IS NULL OR coalesce(permission, '') = '' THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'grant needs an organization, a user and a permission');
-    END IF;
+    PERFORM memory._check_grant_args(organization_id, user_id, permission);
     INSERT INTO memory.permissions AS p (organization_id, user_id, permission)
     VALUES ($1, $2, $3)  -- positional: GRANT is a reserved word
     ON CONFLICT ON CONSTRAINT permissions_pkey DO NOTHING;
@@ -126,6 +140,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM memory._require_service();
+    PERFORM memory._check_grant_args(organization_id, user_id, permission);
     DELETE FROM memory.permissions p
     WHERE p.organization_id = $1 AND p.user_id = $2 AND p.permission = $3;
 END

@@ -29,10 +29,11 @@ AS $$
 DECLARE
     owner memory.namespaces;
     content text;
-    vec @extschema:vector@.vector := memory._embedding(embedding);
+    vec @extschema:vector@.vector;
     created timestamptz;
 BEGIN
     PERFORM memory._require_service();
+    vec := memory._embedding(embedding);
     IF jsonb_typeof(message) IS DISTINCT FROM 'object' THEN
         PERFORM memory._fail('MEMORY_INVALID', 'message must be a JSON object');
     END IF;

@@ -285,3 +285,31 @@ def test_renamed_permissions(member, service, org):
         service.value("SELECT memory.has_permission(%s, %s, 'app.memory.read')", org, user_id)
         is True
     )
+
+
+def test_dropped_permission_check_fails_closed(as_, service, org, db):
+    db.execute(
+        "CREATE FUNCTION public.gone(org uuid, who uuid, permission text) RETURNS boolean "
+        "LANGUAGE sql AS $$ SELECT true $$"
+    )
+    db.commit()
+    service.value("SELECT memory.configure('permission_check', '\"public.gone\"')")
+    db.execute("DROP FUNCTION public.gone(uuid, uuid, text)")
+    db.commit()
+    user = as_(user_claims(uuid.uuid4()))
+    assert user.run_fails(org, {"command": "view", "path": "/memories"}) == Failure(
+        "42501",
+        "MEMORY_FORBIDDEN",
+        "not permitted: the configured permission_check function does not exist",
+    )
+
+
+@pytest.mark.parametrize("permission", ["", "p" * 257, None])
+def test_grant_and_revoke_refuse_bad_permissions(service, org, permission):
+    bad = Failure(
+        "22023",
+        "MEMORY_INVALID",
+        "a permission needs an organization, a user and a name of at most 256 bytes",
+    )
+    assert service.fails("SELECT memory.grant(%s, gen_random_uuid(), %s)", org, permission) == bad
+    assert service.fails("SELECT memory.revoke(%s, gen_random_uuid(), %s)", org, permission) == bad
