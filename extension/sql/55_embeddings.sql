@@ -83,8 +83,11 @@ BEGIN
                    vector_schema, kind, dimensions);
     EXECUTE format('ALTER TABLE memory.messages ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
                    vector_schema, kind, dimensions);
-    UPDATE memory.facts SET embedding_model = NULL, lease_until = NULL WHERE embedding_model IS NOT NULL;
-    UPDATE memory.messages SET embedding_model = NULL, lease_until = NULL WHERE embedding_model IS NOT NULL;
+    -- Leases go too: vectors computed for the old dimension would be refused anyway.
+    UPDATE memory.facts SET embedding_model = NULL, lease_until = NULL
+    WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL;
+    UPDATE memory.messages SET embedding_model = NULL, lease_until = NULL
+    WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL;
     EXECUTE format('CREATE INDEX facts_embedding_idx ON memory.facts USING hnsw (embedding %I.%I) '
                    'WHERE forgotten_at IS NULL', vector_schema, kind || '_cosine_ops');
     EXECUTE format('CREATE INDEX messages_embedding_idx ON memory.messages USING hnsw (embedding %I.%I)',

@@ -1,0 +1,7 @@
+"""`python -m pgmemory`: the `pgmemory` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
