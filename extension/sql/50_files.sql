@@ -3,10 +3,11 @@
 -- Structural changes (create, delete, rename, write) serialize per namespace
 -- on an advisory lock; edits of one file serialize on its row lock.
 
-CREATE FUNCTION memory._lock_namespace(ns memory.namespaces) RETURNS void
+-- `topic` keeps unrelated work apart: saving facts does not wait for files.
+CREATE FUNCTION memory._lock_namespace(ns memory.namespaces, topic text DEFAULT 'files') RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_advisory_xact_lock(hashtextextended(ns.organization_id::text || ns.id::text, 0)) $$;
+AS $$ SELECT pg_advisory_xact_lock(hashtextextended(topic || ':' || ns.organization_id::text || ns.id::text, 0)) $$;
 
 CREATE FUNCTION memory._file(ns memory.namespaces, path text) RETURNS memory.files
 LANGUAGE sql STABLE

@@ -65,6 +65,7 @@ DECLARE
     item record;
     vec @extschema:vector@.vector;
     nearest record;
+    exact boolean;
 BEGIN
     threshold := coalesce(threshold, (memory.setting('dedupe_threshold'))::float8);
     IF threshold <= 0 OR threshold > 1 THEN
@@ -83,7 +84,9 @@ BEGIN
             PERFORM memory._embedding_json(item.fact -> 'embedding');
         END IF;
     END LOOP;
-    PERFORM memory._lock_namespace(target);
+    PERFORM memory._lock_namespace(target, 'facts');
+    -- Exact or index is decided once per batch: the namespace barely changes meanwhile.
+    exact := memory._small_set('fact', org, ARRAY[target.id], NULL);
     FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
         ord := item.n;
         vec := CASE WHEN item.fact -> 'embedding' <> 'null'::jsonb THEN memory._embedding_json(item.fact -> 'embedding') END;
@@ -93,7 +96,7 @@ BEGIN
         ORDER BY f.created_at LIMIT 1;
         IF nearest.id IS NULL AND vec IS NOT NULL THEN
             SELECT n.id, 1 - n.distance AS similarity INTO nearest
-            FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vec, 1) n;
+            FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vec, 1, exact) n;
         END IF;
         IF nearest.id IS NOT NULL AND nearest.similarity >= threshold THEN
             id := NULL; duplicate_of := nearest.id; similarity := nearest.similarity;

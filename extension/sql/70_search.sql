@@ -63,14 +63,13 @@ $$;
 -- (relaxed order). One query per table: the planner does not carry an
 -- index ordering through a UNION ALL.
 CREATE FUNCTION memory._nearest(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                query @extschema:vector@.vector, k int)
+                                query @extschema:vector@.vector, k int, exact boolean DEFAULT NULL)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    exact boolean := memory._small_set(kind, org, namespace_ids, exclude_chat);
 BEGIN
+    exact := coalesce(exact, memory._small_set(kind, org, namespace_ids, exclude_chat));
     IF query IS NULL THEN
         RETURN;
     ELSIF kind = 'fact' AND exact THEN

@@ -95,6 +95,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'not a pgmemory export (format "pgmemory", version 1)');
     END IF;
     PERFORM memory._lock_namespace(target);
+    PERFORM memory._lock_namespace(target, 'facts');
     BEGIN
         FOR item IN SELECT * FROM memory._export_array(data, 'files') LOOP
             PERFORM memory._check_size(item ->> 'content');
