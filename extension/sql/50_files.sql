@@ -50,7 +50,7 @@ AS $$
     LIMIT 1
 $$;
 
-CREATE FUNCTION memory._check_size(content text) RETURNS void
+CREATE FUNCTION memory._check_size(content text, what text DEFAULT 'File') RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -59,7 +59,7 @@ DECLARE
 BEGIN
     IF length(content) > limit_chars THEN
         PERFORM memory._fail('MEMORY_TOO_LARGE',
-            format('File content is %s characters long, over the limit of %s characters', length(content), limit_chars));
+            format('%s content is %s characters long, over the limit of %s characters', what, length(content), limit_chars));
     END IF;
 END
 $$;
@@ -162,7 +162,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID',
             'Parameter `view_range` for command `view` must be [start_line, end_line], two integers');
     END IF;
-    RETURN ARRAY[(range ->> 0)::int, (range ->> 1)::int];
+    RETURN ARRAY[(range ->> 0)::numeric::int, (range ->> 1)::numeric::int];  -- via numeric: 1.0 is an integer too
 END
 $$;
 
@@ -282,7 +282,9 @@ END
 $$;
 
 -- Line numbers (1-based) of every occurrence, overlapping ones included, as
--- the reference lists them when old_str is not unique.
+-- the reference lists them when old_str is not unique. Past 1,000 the list
+-- ends with "…": each step copies the text, so an unbounded list would cost
+-- quadratic time (an empty or one-letter old_str in a long file).
 CREATE FUNCTION memory._occurrence_lines(content text, needle text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -293,6 +295,9 @@ DECLARE
     hit int;
 BEGIN
     WHILE pos <= length(content) LOOP
+        IF cardinality(lines) = 1000 THEN
+            RETURN array_to_string(lines, ', ') || ', …';
+        END IF;
         hit := strpos(substr(content, pos + 1), needle);
         EXIT WHEN hit = 0;
         pos := pos + hit - 1;

@@ -23,7 +23,10 @@ BEGIN
     IF value IS NULL THEN
         RETURN NULL;
     END IF;
-    IF array_ndims(value) IS DISTINCT FROM 1 OR cardinality(value) <> expected THEN
+    IF array_ndims(value) > 1 THEN
+        PERFORM memory._fail('EMBEDDING_INVALID', 'an embedding must be a one-dimensional array');
+    END IF;
+    IF array_ndims(value) IS NULL OR cardinality(value) <> expected THEN
         PERFORM memory._fail('EMBEDDING_INVALID',
             format('embedding has %s dimensions, expected %s', coalesce(cardinality(value), 0), expected));
     END IF;
@@ -48,6 +51,9 @@ BEGIN
         PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
     END IF;
     RETURN memory._embedding(ARRAY(SELECT x::real FROM jsonb_array_elements_text(value) x));
+EXCEPTION WHEN numeric_value_out_of_range THEN
+    -- Non-zero values too small for float4 (e.g. 1e-50) underflow.
+    PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
 END
 $$;
 

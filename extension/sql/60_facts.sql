@@ -132,6 +132,7 @@ DECLARE
     fact memory.facts;
     home memory.namespaces;
 BEGIN
+    PERFORM memory._caller();  -- authenticate before looking: ids must not be probed
     IF need = 'write' THEN
         SELECT f.* INTO fact FROM memory.facts f WHERE f.id = fact_id FOR UPDATE;
     ELSE

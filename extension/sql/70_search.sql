@@ -7,12 +7,17 @@
 -- The query's lexemes OR-ed: a question shares some words with its answer,
 -- rarely all of them (an AND finds nearly nothing on LoCoMo).
 CREATE FUNCTION memory._any_lexeme(query text) RETURNS tsquery
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT nullif(string_agg(quote_literal(replace(lexeme, '\', '')) , ' | '), '')::tsquery
-    FROM unnest(tsvector_to_array(to_tsvector(memory._setting_text('text_search_config')::regconfig,
-                                              coalesce(query, '')))) lexeme
+BEGIN
+    IF length(query) > 10000 THEN
+        PERFORM memory._fail('MEMORY_TOO_LARGE', 'a search query is at most 10000 characters long');
+    END IF;
+    RETURN (SELECT nullif(string_agg(quote_literal(replace(lexeme, '\', '')), ' | '), '')::tsquery
+            FROM unnest(tsvector_to_array(to_tsvector(memory._setting_text('text_search_config')::regconfig,
+                                                      coalesce(query, '')))) lexeme);
+END
 $$;
 
 -- Search options with their defaults; unknown keys and bad values refused.
@@ -32,8 +37,11 @@ BEGIN
         IF key NOT IN ('rrf_k', 'vector_weight', 'text_weight') THEN
             PERFORM memory._fail('MEMORY_INVALID', format('unknown search option %L', key));
         END IF;
-        IF jsonb_typeof(merged -> key) <> 'number' OR (merged ->> key)::numeric < 0 THEN
-            PERFORM memory._fail('MEMORY_INVALID', format('search option %s must be a non-negative number', key));
+        IF jsonb_typeof(merged -> key) <> 'number' OR (merged ->> key)::numeric < 0
+           OR (merged ->> key)::numeric > 1000000
+           OR ((merged ->> key)::numeric > 0 AND (merged ->> key)::numeric < 0.000001) THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                format('search option %s must be 0 or a number between 0.000001 and 1000000', key));
         END IF;
     END LOOP;
     RETURN merged;

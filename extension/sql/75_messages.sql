@@ -50,7 +50,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'message content must be a string');
     END IF;
     content := message ->> 'content';
-    PERFORM memory._check_size(content);
+    PERFORM memory._check_size(content, 'Message');
     -- ISO 8601 only: not 'yesterday', 'now' or 'infinity'.
     IF message ? 'created_at' AND message -> 'created_at' <> 'null'::jsonb
        AND coalesce(message ->> 'created_at', '') !~ '^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$' THEN

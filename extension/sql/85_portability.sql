@@ -89,6 +89,7 @@ DECLARE
     files int := 0;
     facts int := 0;
     messages int := 0;
+    code text;
 BEGIN
     IF jsonb_typeof(data) IS DISTINCT FROM 'object' OR data ->> 'format' IS DISTINCT FROM 'pgmemory'
        OR data -> 'version' IS DISTINCT FROM '1'::jsonb THEN
@@ -136,8 +137,11 @@ BEGIN
     EXCEPTION
         WHEN unique_violation THEN
             PERFORM memory._fail('MEMORY_EXISTS', format('an item of this export already exists: %s', SQLERRM));
-        WHEN not_null_violation OR check_violation OR invalid_text_representation
-             OR invalid_datetime_format OR datetime_field_overflow OR numeric_value_out_of_range THEN
+        WHEN not_null_violation OR check_violation OR data_exception THEN
+            GET STACKED DIAGNOSTICS code = PG_EXCEPTION_HINT;
+            IF code LIKE 'MEMORY\_%' OR code LIKE 'EMBEDDING\_%' THEN
+                RAISE;  -- already one of ours (an invalid path, embedding, size)
+            END IF;
             PERFORM memory._fail('MEMORY_INVALID', format('malformed export item: %s', SQLERRM));
     END;
     IF EXISTS (SELECT FROM memory.facts f

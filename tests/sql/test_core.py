@@ -303,3 +303,18 @@ def test_clear_files_empties_one_namespace(service, org, member):
         "MEMORY_FORBIDDEN",
         "not permitted: changing organization memory needs the manage permission",
     )
+
+
+def test_occurrence_list_is_capped_at_1000(service, org):
+    _create(service, org, "/memories/long.md", "a" * 1500)
+    failure = service.run_fails(
+        org,
+        {"command": "str_replace", "path": "/memories/long.md", "old_str": "a", "new_str": "b"},
+        OWNER,
+    )
+    listed = ", ".join(["1"] * 1000) + ", …"
+    assert failure == Failure(
+        "22023",
+        "MEMORY_AMBIGUOUS",
+        f"No replacement was performed. Multiple occurrences of old_str `a` in lines: {listed}. Please ensure it is unique",
+    )

@@ -362,7 +362,7 @@ def test_text_search_config_change_rederives(dims4, org):
         (
             "SELECT * FROM memory.search_facts(%s, 'x', NULL, %s, 5, %s)",
             ("ORG", OWNER, {"rrf_k": -1}),
-            "search option rrf_k must be a non-negative number",
+            "search option rrf_k must be 0 or a number between 0.000001 and 1000000",
         ),
         (
             "SELECT * FROM memory.search_facts(%s, 'x', NULL, %s)",
