@@ -39,5 +39,20 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix python tests bench
 	$(VENV)/bin/ruff format python tests bench
 
+# Benchmarks (docs/benchmarks.md): `bench` is the quick set (a few minutes),
+# `bench-full` the figures in the docs (200,000 facts; the index build takes minutes).
+bench: install
+	$(PY) -m bench.embed --quick
+	$(PY) -m bench.locomo --quick
+	$(PY) -m bench.search --quick
+	$(PY) -m bench.dedupe --quick
+
+.PHONY: bench-full
+bench-full: install
+	$(PY) -m bench.embed
+	$(PY) -m bench.locomo
+	$(PY) -m bench.search
+	$(PY) -m bench.dedupe
+
 clean:
 	rm -rf extension/build .pytest_cache

@@ -59,6 +59,7 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
+SET hnsw.ef_search = 400  -- the top-1 dedupe check must not miss (bench/dedupe.py)
 AS $$
 DECLARE
     target memory.namespaces := memory._resolve(org, ns, 'write');
