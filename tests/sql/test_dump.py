@@ -349,3 +349,62 @@ def test_dump_with_configured_embeddings_restores_in_sections(
     finally:
         with psycopg.connect(pg_server.server.dsn("postgres"), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {restored} WITH (FORCE)")
+
+
+def test_dump_keeps_facts_messages_and_documents(
+    service: Principal, org: uuid.UUID, dsn: str, pg_server, tmp_path: Path
+) -> None:
+    """Every kind of memory, with the default embedding column."""
+    owner = str(uuid.uuid4())
+    vector = [0.0] * 1536
+    vector[0] = 1.0
+    service.rows(
+        "SELECT * FROM memory.save_facts(%s, %s, %s)",
+        org,
+        [{"content": "Embedded fact", "embedding": vector}, {"content": "Pending fact"}],
+        {"owner_id": owner},
+    )
+    message = {"id": "m1", "chat_id": "c1", "owner_id": owner, "role": "user", "content": "Hi 👋"}
+    assert service.value("SELECT memory.index_message(%s, %s)", org, message) is True
+    assert (
+        service.value("SELECT memory.document_write('eve', 'user:1/notes.md', 'v1', NULL, 3600)")
+        == 1
+    )
+    tables = ("facts", "messages", "documents", "namespaces")
+    order = {
+        "facts": "id",
+        "messages": "id",
+        "documents": "scope_hash, path_hash",
+        "namespaces": "id",
+    }
+    before = {
+        t: service.rows(f"SELECT to_jsonb(x)::text FROM memory.{t} x ORDER BY {order[t]}")
+        for t in tables
+    }
+    assert [len(before[t]) for t in tables] == [2, 1, 1, 1]
+
+    dump = tmp_path / "all.dump"
+    server = ["-h", pg_server.host, "-p", str(pg_server.port), "-U", "postgres"]
+    dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    assert _pg([_bin("pg_dump"), "-Fc", *server, "-d", dbname, "-f", str(dump)]).returncode == 0
+    restored = f"restored_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server.server.dsn("postgres"), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {restored}")
+    try:
+        loaded = _pg([_bin("pg_restore"), *server, "-d", restored, str(dump)])
+        assert (loaded.returncode, loaded.stderr) == (0, "")
+        with psycopg.connect(pg_server.server.dsn(restored), autocommit=True) as conn:
+            after = {
+                t: conn.execute(
+                    f"SELECT to_jsonb(x)::text FROM memory.{t} x ORDER BY {order[t]}"
+                ).fetchall()
+                for t in tables
+            }
+            assert after == {t: [tuple(r) for r in before[t]] for t in tables}
+            doc = conn.execute(
+                "SELECT memory.document_read('eve', 'user:1/notes.md') ->> 'content'"
+            ).fetchone()
+            assert doc == ("v1",)
+    finally:
+        with psycopg.connect(pg_server.server.dsn("postgres"), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {restored} WITH (FORCE)")
