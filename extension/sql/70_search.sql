@@ -125,11 +125,12 @@ SET plan_cache_mode = force_custom_plan
 AS $$
     SELECT e.id, ts_rank_cd(e.search_text, terms) AS r
     FROM (SELECT f.id, f.search_text FROM memory.facts f
-          WHERE kind = 'fact' AND f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+          WHERE kind = 'fact' AND f.organization_id = org
+            AND ARRAY[f.namespace_id] && namespace_ids  -- the indexed form (facts_search_idx)
             AND f.forgotten_at IS NULL AND f.search_text @@ terms
           UNION ALL
           SELECT m.id, m.search_text FROM memory.messages m
-          WHERE kind = 'message' AND m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+          WHERE kind = 'message' AND m.organization_id = org AND ARRAY[m.namespace_id] && namespace_ids
             AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ terms) e
     WHERE terms IS NOT NULL
     ORDER BY r DESC, e.id

@@ -121,3 +121,27 @@ def test_filtered_search_returns_k_with_high_recall(big_db, users, label):
         assert len(exact) == 10
         recalls.append(len(set(found) & set(exact)) / 10)
     assert np.mean(recalls) >= 0.95, (label, recalls)
+
+
+def _index_tuples_read(conn: psycopg.Connection, index: str) -> int:
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return conn.execute(
+        "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelid = %s::regclass",
+        (index,),
+    ).fetchone()[0]
+
+
+def test_text_list_reads_only_the_namespace_postings(big_db):
+    # "fact" is in all 200,990 facts; the text index is keyed by namespace too, so
+    # a 20-fact user's search reads that user's 20 postings and no other tenant's.
+    conn, _centers = big_db
+    before = _index_tuples_read(conn, "memory.facts_search_idx")
+    rows = conn.execute(
+        "SELECT content FROM memory.search_facts(%s, 'fact', NULL, %s::jsonb, 10)",
+        (ORG, f'{{"owner_id": "{SMALL_USERS[0]}"}}'),
+    ).fetchall()
+    after = _index_tuples_read(conn, "memory.facts_search_idx")
+    assert len(rows) == 10
+    assert all(content.endswith(" of user 5") for (content,) in rows)
+    assert after - before == 20
