@@ -35,12 +35,17 @@ DIMENSIONS = 384  # all-MiniLM-L6-v2
 
 
 @contextmanager
-def embedded_server(name: str, keep: bool = False) -> Iterator[embedded.EmbeddedServer]:
+def embedded_server(
+    name: str, keep: bool = False, settings: dict[str, str] | None = None
+) -> Iterator[embedded.EmbeddedServer]:
     """A fresh embedded server in a throwaway data directory, removed afterwards;
-    with `keep`, a server in `bench-<name>-kept` that is reused and left in place."""
+    with `keep`, a server in `bench-<name>-kept` that is reused and left in place.
+    `settings` (server-wide, e.g. shared_buffers) are written with ALTER SYSTEM and
+    the server restarted when any differs."""
     prefix = f"bench-{name}"
     if keep:
-        srv = embedded.start(embedded.scratch_root() / f"{prefix}-kept")
+        data_dir = embedded.scratch_root() / f"{prefix}-kept"
+        srv = _configured(embedded.start(data_dir), settings)
         try:
             yield srv
         finally:
@@ -48,11 +53,36 @@ def embedded_server(name: str, keep: bool = False) -> Iterator[embedded.Embedded
         return
     embedded.sweep_stale_runs(prefix)
     srv = embedded.start(embedded.scratch_root() / f"{prefix}-{os.getpid()}", fresh=True)
+    srv = _configured(srv, settings)
     try:
         yield srv
     finally:
         srv.stop()
         shutil.rmtree(srv.data_dir, ignore_errors=True)
+
+
+def _configured(
+    srv: embedded.EmbeddedServer, settings: dict[str, str] | None
+) -> embedded.EmbeddedServer:
+    if not settings:
+        return srv
+    with psycopg.connect(srv.dsn(), autocommit=True) as conn:
+        changed = False
+        for key, value in settings.items():
+            row = conn.execute(
+                "SELECT setting, unit FROM pg_settings WHERE name = %s", (key,)
+            ).fetchone()
+            if row is None:
+                raise SystemExit(f"unknown server setting {key}")
+            current = conn.execute(f"SHOW {key}").fetchone()[0]
+            if current != value:
+                conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
+                changed = True
+    if not changed:
+        return srv
+    srv.stop()
+    srv.handle.start()  # re-reads postmaster.pid: the handle is cached per data directory
+    return srv
 
 
 def create_database(srv: embedded.EmbeddedServer, dbname: str, dimensions: int = DIMENSIONS) -> str:

@@ -620,7 +620,7 @@ class Client:
         topic = self.rng.randrange(self.config.topics)
         self.call(
             self.user_claims(user),
-            "SELECT id, score FROM memory.search_facts(%s, %s, %s::real[], %s, 10)",
+            "SELECT id, score FROM memory.search_facts(%s, %s, %b::real[], %s, 10)",
             self.world.org,
             f"what about topic {topic}?",
             as_list(self.world.topics[user, topic]),
@@ -683,7 +683,7 @@ class Client:
         try:
             stored = self.value(
                 SERVICE,
-                "SELECT memory.index_message(%s, %s, %s::real[])",
+                "SELECT memory.index_message(%s, %s, %b::real[])",
                 self.world.org,
                 Jsonb(message),
                 as_list(vector) if vector is not None else None,
@@ -719,7 +719,7 @@ class Client:
         user = self.rng.randrange(len(self.world.users))
         self.call(
             self.user_claims(user),
-            "SELECT id, score FROM memory.search_messages(%s, %s, %s::real[], %s, 5)",
+            "SELECT id, score FROM memory.search_messages(%s, %s, %b::real[], %s, 5)",
             self.world.org,
             f"what did we say about topic {self.rng.randrange(self.config.topics)}?",
             as_list(unit(self.np_rng, self.config.dimensions)),

@@ -1,19 +1,30 @@
-"""memory.search_facts at scale: latency and recall@10 for small and large
-namespaces in one shared table, the plain pgvector query beside it, and the
-exact-scan versus HNSW cost by namespace size (to choose the setting
-`exact_search_max_rows` from data).
+"""memory.search_facts at scale, side by side with what users would write instead.
 
-The table holds N facts (default 200,000) of U users (default 10,000): two
-users hold N/10 facts each, one user per "ladder" size (200 ... N/10) holds
-that many, and every other user holds a few (the probe users exactly 20).
-Vectors are generated, 384 dimensions, clustered: 256 topics shared by all
-users, each user writing about 4 of them with a personal offset, so a query's
-nearest neighbours in the whole table mostly belong to other users (the hard
-case for a filtered HNSW scan). Loaded with binary COPY as the superuser; the
-HNSW and GIN indexes are built after loading.
+One table holds N facts (quick: 100,000; full: 1,000,000) of U users whose
+namespace sizes follow Zipf's law (size of the r-th user ~ 1/r): a few huge
+tenants, many tiny ones. Vectors are generated, 384 dimensions, clustered: 256
+topics shared by all users, each user writing about 4 of them with a personal
+offset, so a query's nearest neighbours in the whole table mostly belong to
+other users (the hard case for a filtered HNSW scan). Texts are drawn from a
+Zipf vocabulary.
 
-    .venv/bin/python -m bench.search            # 200,000 facts (index build: minutes)
-    .venv/bin/python -m bench.search --quick    # 50,000 facts
+For tiny, medium, large and huge namespaces, on the same server and data:
+- `memory.search_facts` as shipped (hybrid, vector-only, text-only);
+- the plain query most users write, `WHERE namespace_id = ... ORDER BY
+  embedding <=> q LIMIT 10`, with pgvector's defaults (ef_search 40, no
+  iterative scan);
+- LangGraph's `PostgresStore` (langgraph-checkpoint-postgres, its own tables and
+  HNSW index, default index config) holding the same vectors under the namespace
+  ("users", <owner>), searched with `store.search`;
+- the exact scan (ground truth for recall@10).
+Then, by namespace size, the exact scan against the HNSW branch (the crossover
+that sets `exact_search_max_rows`), and recall by hnsw.ef_search.
+
+Loaded with binary COPY as the superuser; the indexes are built after loading.
+
+    .venv/bin/python -m bench.search --quick    # 100,000 facts over 5,000 users
+    .venv/bin/python -m bench.search            # 1,000,000 facts over 20,000 users (an hour)
+    .venv/bin/python -m bench.search --keep     # keep the loaded server and reuse it next time
 """
 
 from __future__ import annotations
@@ -48,11 +59,15 @@ TOPICS = 256
 TOPICS_PER_USER = 4
 USER_OFFSET = 0.5
 NOISE = 0.6
-SMALL_SIZE = 20
-LADDER = (200, 500, 1000, 2000, 5000, 10000, 20000)
-SEARCH_SETTINGS = {  # what memory.search_facts sets for itself
+ZIPF_S = 1.0
+K = 10
+LADDER = (200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
+# Server settings for the run: shared_buffers large enough to hold the indexes
+# (pgvector's advice); everything else as the embedded server ships it.
+SERVER_SETTINGS = {"shared_buffers": "6GB"}
+SEARCH_SETTINGS = {  # what memory.search_facts sets for itself (70_search.sql)
     "hnsw.iterative_scan": "relaxed_order",
-    "hnsw.ef_search": "200",
+    "hnsw.ef_search": "800",
     "hnsw.max_scan_tuples": "100000",
 }
 
@@ -70,34 +85,54 @@ HNSW = """
     ORDER BY embedding <=> %(q)s
     LIMIT %(k)s
 """
-# The plain queries a developer would write, run with pgvector's defaults.
-PLAIN = {
-    "plain, as written": """
-        SELECT id FROM memory.facts WHERE namespace_id = %(ns)s
-        ORDER BY embedding <=> %(q)s LIMIT 10""",
-    "plain + forgotten_at IS NULL (can use the partial HNSW index)": """
-        SELECT id FROM memory.facts WHERE namespace_id = %(ns)s AND forgotten_at IS NULL
-        ORDER BY embedding <=> %(q)s LIMIT 10""",
-}
-# search_facts modes: options, with a query vector?, session settings for the run.
-CUSTOM = {"plan_cache_mode": "force_custom_plan"}
-MODES: dict[str, tuple[dict, bool, dict[str, str]]] = {
-    "hybrid": ({}, True, {}),
-    "vector-only": ({"text_weight": 0}, True, {}),
-    "text-only": ({}, False, {}),
-    "hybrid, session plan_cache_mode=force_custom_plan": ({}, True, CUSTOM),
-    "vector-only, session plan_cache_mode=force_custom_plan": ({"text_weight": 0}, True, CUSTOM),
-    "hybrid, session jit=off": ({}, True, {"jit": "off"}),
-}
-SMALL_SET = "SELECT memory._small_set('fact', %(org)s::uuid, ARRAY[%(ns)s]::uuid[], NULL)"
+# The query a developer writes, run with pgvector's defaults. `forgotten_at IS NULL`
+# lets it use the partial HNSW index; without it (PLAIN_AS_WRITTEN) the planner
+# can only scan the table.
+PLAIN = """
+    SELECT id FROM memory.facts WHERE namespace_id = %(ns)s AND forgotten_at IS NULL
+    ORDER BY embedding <=> %(q)s LIMIT 10"""
+PLAIN_AS_WRITTEN = """
+    SELECT id FROM memory.facts WHERE namespace_id = %(ns)s
+    ORDER BY embedding <=> %(q)s LIMIT 10"""
+# LangGraph's vector search (langgraph/store/postgres/base.py), for EXPLAIN only:
+# the timed calls go through PostgresStore.search itself.
+LANGGRAPH_EXPLAIN = r"""
+    SELECT store.key FROM store
+    JOIN store_vectors sv ON store.prefix = sv.prefix AND store.key = sv.key
+    WHERE (store.prefix = %(prefix)s OR store.prefix LIKE %(like)s ESCAPE '\')
+    ORDER BY sv.embedding <=> %(q)s::vector ASC
+    LIMIT 21"""
 SEARCH = (
-    "SELECT id FROM memory.search_facts(%(org)s, %(text)s, %(qa)s::real[], %(ns_json)s::jsonb, "
+    "SELECT id FROM memory.search_facts(%(org)s, %(text)s, %(qa)b::real[], %(ns_json)s::jsonb, "
     "10, %(opts)s::jsonb)"
 )
+SMALL_SET = "SELECT memory._small_set('fact', %(org)s::uuid, ARRAY[%(ns)s]::uuid[], NULL)"
+# search_facts modes: options, with a query vector?, with query text?
+MODES: dict[str, tuple[dict, bool, bool]] = {
+    "search_facts hybrid": ({}, True, True),
+    "search_facts vector-only": ({"text_weight": 0}, True, False),
+    "search_facts text-only": ({}, False, True),
+}
+PLAIN_NAME = "plain query, pgvector defaults"
+LANGGRAPH_NAME = "LangGraph PostgresStore.search"
+METHODS = (*MODES, PLAIN_NAME, LANGGRAPH_NAME)
+VECTOR_METHODS = ("search_facts vector-only", PLAIN_NAME, LANGGRAPH_NAME)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def zipf_sizes(n_facts: int, n_users: int, s: float = ZIPF_S) -> list[int]:
+    """Namespace sizes by rank, ~ 1/r^s, at least 1 each, summing to exactly n_facts."""
+    weights = 1.0 / np.arange(1, n_users + 1) ** s
+    sizes = np.maximum(1, np.floor(n_facts * weights / weights.sum())).astype(int)
+    diff = n_facts - int(sizes.sum())
+    if diff >= 0:  # the rounding remainder goes to the head, one each
+        sizes[:diff] += 1
+    else:
+        raise SystemExit("too many users for this many facts")
+    return [int(x) for x in sizes]
 
 
 class Corpus:
@@ -105,75 +140,65 @@ class Corpus:
 
     def __init__(self, n_facts: int, n_users: int, seed: int = 7) -> None:
         self.rng = np.random.default_rng(seed)
-        big = n_facts // 10
-        ladder = [s for s in LADDER if s <= big]
-        sizes: list[int] = [big, big, *ladder]
-        rest_users = n_users - len(sizes)
-        rest_facts = n_facts - sum(sizes)
-        if rest_users < 100 or rest_facts < rest_users * 2:
-            raise SystemExit("too few facts or users for this layout")
-        # Every other user: about 3 to 2 x mean facts; the 100 probe users exactly 20.
-        mean = rest_facts / rest_users
-        small = self.rng.integers(3, max(4, round(2 * mean) - 2), size=rest_users)
-        small[:100] = SMALL_SIZE
-        n_rest = rest_users - 100
-        diff = int(rest_facts - small.sum())  # spread evenly: the total is exactly N
-        adjust = np.full(n_rest, diff // n_rest)
-        adjust[: diff % n_rest] += 1
-        small[100:] += adjust
-        sizes += [int(s) for s in small]
-        self.signature = f"v2 facts={n_facts} users={n_users} seed={seed}"
-        self.sizes = sizes
-        self.owners = [str(uuid.UUID(int=(0xB0 << 120) | i)) for i in range(len(sizes))]
-        self.big_users = [0, 1]
-        self.ladder_users = {s: 2 + i for i, s in enumerate(ladder)}
-        self.small_users = list(range(2 + len(ladder), 2 + len(ladder) + 100))
+        self.query_rng = np.random.default_rng(seed + 1)  # queries: independent of the load
+        self.sizes = zipf_sizes(n_facts, n_users)
+        self.signature = f"v3 zipf facts={n_facts} users={n_users} seed={seed}"
+        self.owners = [str(uuid.UUID(int=(0xB0 << 120) | i)) for i in range(n_users)]
         d = DIMENSIONS
         self.topics = _unit(self.rng.standard_normal((TOPICS, d)))
-        self.user_topics = self.rng.integers(0, TOPICS, size=(len(sizes), TOPICS_PER_USER))
-        self.user_offsets = self.rng.standard_normal((len(sizes), d)).astype(np.float32) / np.sqrt(
-            d
-        )
+        self.user_topics = self.rng.integers(0, TOPICS, size=(n_users, TOPICS_PER_USER))
+        self.user_offsets = self.rng.standard_normal((n_users, d)).astype(np.float32) / np.sqrt(d)
         self.vocab = [_word(i) for i in range(5000)]
         # Zipf from rank 50 on: the commonest words are stop words, gone from a tsvector.
         zipf = 1.0 / np.arange(50, len(self.vocab) + 50)
         self.word_p = zipf / zipf.sum()
+        self.groups = self._groups()
 
-    def _vectors(self, user: int, n: int) -> np.ndarray:
+    def _groups(self) -> dict[str, list[int]]:
+        """Users to query, by namespace size: up to 100 tiny, 20 medium/large, the 2 huge."""
+        sizes = np.array(self.sizes)
+        huge = [0, 1]
+        tiny = [int(u) for u in np.flatnonzero((sizes >= 5) & (sizes <= 20))]
+        tiny = tiny[:: max(1, len(tiny) // 100)][:100]
+
+        def near(target: int) -> list[int]:
+            users = [
+                int(u)
+                for u in np.argsort(np.abs(sizes - target), kind="stable")[:20]
+                if u not in huge and abs(sizes[u] - target) <= 0.3 * target
+            ]
+            return users
+
+        groups = {"tiny": tiny, "medium": near(1_000), "large": near(10_000), "huge": huge}
+        return {k: v for k, v in groups.items() if v}
+
+    def group_label(self, name: str) -> str:
+        sizes = [self.sizes[u] for u in self.groups[name]]
+        lo, hi = min(sizes), max(sizes)
+        span = f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+        return f"{name} ({span} facts, {len(sizes)} users)"
+
+    def _vectors(self, rng: np.random.Generator, user: int, n: int) -> np.ndarray:
         d = DIMENSIONS
-        topics = self.user_topics[user][self.rng.integers(0, TOPICS_PER_USER, size=n)]
-        noise = self.rng.standard_normal((n, d)).astype(np.float32) / np.sqrt(d)
+        topics = self.user_topics[user][rng.integers(0, TOPICS_PER_USER, size=n)]
+        noise = rng.standard_normal((n, d)).astype(np.float32) / np.sqrt(d)
         return _unit(self.topics[topics] + USER_OFFSET * self.user_offsets[user] + NOISE * noise)
 
-    def text(self, n_words: int) -> str:
-        idx = self.rng.choice(len(self.vocab), size=n_words, p=self.word_p)
-        return " ".join(self.vocab[i] for i in idx)
+    def _texts(self, rng: np.random.Generator, n: int, n_words: int) -> list[str]:
+        idx = rng.choice(len(self.vocab), size=(n, n_words), p=self.word_p)
+        return [" ".join(self.vocab[i] for i in row) for row in idx]
 
     def facts(self, user: int) -> tuple[np.ndarray, list[str]]:
         n = self.sizes[user]
-        return self._vectors(user, n), [self.text(10) for _ in range(n)]
+        return self._vectors(self.rng, user, n), self._texts(self.rng, n, 10)
 
     def query(self, user: int) -> tuple[np.ndarray, str]:
-        return self._vectors(user, 1)[0], self.text(6)
+        return self._vectors(self.query_rng, user, 1)[0], self._texts(self.query_rng, 1, 6)[0]
 
 
 _SYLLABLES = [
-    "ka",
-    "lo",
-    "mi",
-    "ne",
-    "su",
-    "ta",
-    "ri",
-    "po",
-    "ve",
-    "da",
-    "gu",
-    "ho",
-    "zi",
-    "be",
-    "fa",
-    "ju",
+    *("ka", "lo", "mi", "ne", "su", "ta", "ri", "po"),
+    *("ve", "da", "gu", "ho", "zi", "be", "fa", "ju"),
 ]
 
 
@@ -186,18 +211,36 @@ def _word(i: int) -> str:
     return "".join(out)
 
 
-def load(conn: psycopg.Connection, corpus: Corpus) -> dict[str, float]:
-    """Namespaces and facts in by COPY; the HNSW and GIN indexes rebuilt afterwards."""
+def langgraph_config(vectors: dict[str, np.ndarray]) -> dict[str, Any]:
+    """PostgresStore's index config, default ANN settings; "embedding" a query text
+    looks its vector up (the bench's queries are precomputed)."""
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [vectors[t].tolist() for t in texts]
+
+    return {"dims": DIMENSIONS, "embed": embed, "fields": ["text"]}
+
+
+def load(conn: psycopg.Connection, dsn: str, corpus: Corpus) -> dict[str, float]:
+    """Namespaces and facts in by COPY, LangGraph's tables filled with the same rows;
+    the HNSW and GIN indexes built afterwards."""
+    from langgraph.store.postgres import PostgresStore
+
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
+    with PostgresStore.from_conn_string(dsn, index=langgraph_config({})) as store:
+        store.setup()  # LangGraph's own migrations: tables and HNSW index
     index_defs = [
         r[0]
         for r in conn.execute(
-            "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'memory.facts'::regclass "
-            "AND indexrelid::regclass::text IN ('memory.facts_embedding_idx', 'memory.facts_search_idx')"
+            "SELECT pg_get_indexdef(indexrelid) FROM pg_index "
+            "WHERE indexrelid::regclass::text IN ('memory.facts_embedding_idx', "
+            "'memory.facts_search_idx', 'store_vectors_embedding_idx')"
         ).fetchall()
     ]
-    conn.execute("DROP INDEX memory.facts_embedding_idx, memory.facts_search_idx")
+    conn.execute(
+        "DROP INDEX memory.facts_embedding_idx, memory.facts_search_idx, store_vectors_embedding_idx"
+    )
+    t0 = time.perf_counter()
     conn.execute(
         "CREATE UNLOGGED TABLE bench_staging (owner uuid, content text, embedding vector(384))"
     )
@@ -230,19 +273,38 @@ def load(conn: psycopg.Connection, corpus: Corpus) -> dict[str, float]:
         {"org": ORG},
     )
     conn.execute("DROP TABLE bench_staging")
-    conn.execute("VACUUM ANALYZE memory.facts")
-    conn.execute("VACUUM ANALYZE memory.namespaces")
     timings["insert_s"] = time.perf_counter() - t0
-    conn.execute("SET maintenance_work_mem = '2GB'")
+    t0 = time.perf_counter()
+    # LangGraph: namespace ("users", owner) is prefix 'users.<owner>'; key = the fact's id.
+    conn.execute(
+        "INSERT INTO store (prefix, key, value) "
+        "SELECT 'users.' || n.owner_id, f.id::text, jsonb_build_object('text', f.content) "
+        "FROM memory.facts f JOIN memory.namespaces n ON n.id = f.namespace_id ORDER BY f.ctid"
+    )
+    conn.execute(
+        "INSERT INTO store_vectors (prefix, key, field_name, embedding) "
+        "SELECT 'users.' || n.owner_id, f.id::text, 'text', f.embedding "
+        "FROM memory.facts f JOIN memory.namespaces n ON n.id = f.namespace_id ORDER BY f.ctid"
+    )
+    timings["langgraph_insert_s"] = time.perf_counter() - t0
+    for table_name in ("memory.facts", "memory.namespaces", "store", "store_vectors"):
+        conn.execute(f"VACUUM ANALYZE {table_name}")
+    conn.execute("SET maintenance_work_mem = '4GB'")
     conn.execute("SET max_parallel_maintenance_workers = 1")  # leader + 1 worker on 2 cores
     for d in index_defs:
         t0 = time.perf_counter()
-        conn.execute(d)
-        key = "hnsw_build_s" if "hnsw" in d else "gin_build_s"
+        print(f"  {d[:90]} ...", flush=True)
+        conn.execute(d.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+        key = (
+            "langgraph_hnsw_build_s"
+            if "store_vectors" in d
+            else ("hnsw_build_s" if "hnsw" in d else "gin_build_s")
+        )
         timings[key] = time.perf_counter() - t0
     conn.execute("RESET maintenance_work_mem")
     conn.execute("RESET max_parallel_maintenance_workers")
-    conn.execute("ANALYZE memory.facts")
+    for table_name in ("memory.facts", "store", "store_vectors"):
+        conn.execute(f"ANALYZE {table_name}")
     return timings
 
 
@@ -263,9 +325,17 @@ def timed(conn: psycopg.Connection, sql: str, params: dict) -> tuple[list, float
 
 
 def plan_of(conn: psycopg.Connection, sql: str, params: dict) -> str:
+    """The access path of a plan, in a few words."""
     rows = conn.execute("EXPLAIN (COSTS OFF) " + sql, params).fetchall()
     text = " ".join(r[0] for r in rows)
-    for name in ("facts_embedding_idx", "facts_live_idx", "facts_id_idx", "facts_pkey"):
+    for name in (
+        "facts_embedding_idx",
+        "store_vectors_embedding_idx",
+        "facts_live_idx",
+        "store_prefix_idx",
+        "store_pkey",
+        "facts_pkey",
+    ):
         if name in text:
             kind = "Index Only Scan" if "Index Only Scan" in text else "Index Scan"
             if "Bitmap" in text:
@@ -274,80 +344,93 @@ def plan_of(conn: psycopg.Connection, sql: str, params: dict) -> str:
     return "Seq Scan" if "Seq Scan" in text else text[:80]
 
 
-def measure_namespaces(
-    conn: psycopg.Connection, corpus: Corpus, rounds: int, queries: int
+class Query:
+    """One query of a group: its user, vector, text and exact answer."""
+
+    def __init__(self, corpus: Corpus, conn: psycopg.Connection, user: int, i: int) -> None:
+        self.user = user
+        self.owner = corpus.owners[user]
+        self.ns = ns_id(conn, self.owner)
+        self.vector, self.text = corpus.query(user)
+        self.key = f"q{user}-{i}"  # the text LangGraph "embeds"
+        self.exact, _ = timed(conn, EXACT, {"org": ORG, "ns": self.ns, "q": self.vector, "k": K})
+        self.exact = [str(x) for x in self.exact]
+
+
+def run_method(
+    method: str, q: Query, conn: psycopg.Connection, store: Any
+) -> tuple[list[str], float]:
+    """One search by `method`: the ids returned and the seconds it took."""
+    if method in MODES:
+        opts, with_vector, with_text = MODES[method]
+        params = {
+            "org": ORG,
+            "text": q.text if with_text else "",
+            "qa": q.vector.tolist() if with_vector else None,
+            "ns_json": json.dumps({"scope": "user", "owner_id": q.owner}),
+            "opts": json.dumps(opts),
+        }
+        got, dt = timed(conn, SEARCH, params)
+    elif method == PLAIN_NAME:
+        got, dt = timed(conn, PLAIN, {"ns": q.ns, "q": q.vector})
+    else:
+        t = time.perf_counter()
+        items = store.search(("users", q.owner), query=q.key, limit=K)
+        dt = time.perf_counter() - t
+        got = [item.key for item in items]
+    return [str(x) for x in got], dt
+
+
+def measure_groups(
+    conn: psycopg.Connection, store: Any, corpus: Corpus, queries: list[Query], rounds: int
 ) -> dict[str, Any]:
-    """search_facts p50/p95 and recall@10 against the exact scan, small and large users."""
-    groups = {
-        f"small ({SMALL_SIZE} facts)": corpus.small_users,
-        f"large ({corpus.sizes[0]:,} facts)": corpus.big_users,
-    }
+    """Every method on every group's queries, rounds outermost (a burst of load on a
+    noisy machine hits every method): p50/p95 per round, rows, recall@10 vs exact."""
     out: dict[str, Any] = {}
-    for label, users in groups.items():
-        ids = {u: ns_id(conn, corpus.owners[u]) for u in users}
-        qs = []
-        for i in range(queries):
-            u = users[i % len(users)]
-            vec, text = corpus.query(u)
-            qs.append((u, vec, text))
-        # Exact answers once.
-        exact = {}
-        for i, (u, vec, _) in enumerate(qs):
-            exact[i], _t = timed(conn, EXACT, {"org": ORG, "ns": ids[u], "q": vec, "k": 10})
-        # Rounds outermost, so that a burst of load on a noisy machine hits every mode.
-        p50s: dict[str, list[float]] = {m: [] for m in MODES}
-        p95s: dict[str, list[float]] = {m: [] for m in MODES}
-        recalls: dict[str, list[float]] = {m: [] for m in MODES}
-        counts: dict[str, list[int]] = {m: [] for m in MODES}
+    for name in corpus.groups:
+        qs = [q for q in queries if q.user in corpus.groups[name]]
+        p50s: dict[str, list[float]] = {m: [] for m in METHODS}
+        p95s: dict[str, list[float]] = {m: [] for m in METHODS}
+        recalls: dict[str, list[float]] = {m: [] for m in METHODS}
+        rows: dict[str, list[int]] = {m: [] for m in METHODS}
+        complete: dict[str, list[bool]] = {m: [] for m in METHODS}  # min(k, size) rows back
         for _ in range(rounds):
-            for mode, (opts, with_vector, session) in MODES.items():
-                for key, value in session.items():
-                    conn.execute(f"SET {key} = {value}")
+            for method in METHODS:
                 lat = []
-                for i, (u, vec, text) in enumerate(qs):
-                    params = {
-                        "org": ORG,
-                        "text": text,
-                        "qa": vec.tolist() if with_vector else None,
-                        "ns_json": json.dumps({"scope": "user", "owner_id": corpus.owners[u]}),
-                        "opts": json.dumps(opts),
-                    }
-                    got, dt = timed(conn, SEARCH, params)
-                    lat.append(dt * 1000)
-                    if with_vector and opts.get("text_weight") == 0:
-                        recalls[mode].append(overlap(got, exact[i]))
-                    counts[mode].append(len(got))
-                for key in session:
-                    conn.execute(f"RESET {key}")
-                p50s[mode].append(statistics.median(lat))
-                p95s[mode].append(percentile(lat, 95))
-        res: dict[str, Any] = {}
-        for mode in MODES:
-            res[mode] = {
-                "p50_ms": summary(p50s[mode]),
-                "p95_ms": summary(p95s[mode]),
-                "rows_min": min(counts[mode]),
+                for q in qs:
+                    got, dt = run_method(method, q, conn, store)
+                    lat.append(1000 * dt)
+                    rows[method].append(len(got))
+                    complete[method].append(len(got) == min(K, corpus.sizes[q.user]))
+                    recalls[method].append(overlap(got, q.exact))
+                p50s[method].append(statistics.median(lat))
+                p95s[method].append(percentile(lat, 95))
+        q0 = qs[0]
+        res: dict[str, Any] = {
+            "label": corpus.group_label(name),
+            "sizes": [corpus.sizes[u] for u in corpus.groups[name]],
+            "queries": len(qs),
+            "plans": {
+                PLAIN_NAME: plan_of(conn, PLAIN, {"ns": q0.ns, "q": q0.vector}),
+                LANGGRAPH_NAME: plan_of(
+                    conn,
+                    LANGGRAPH_EXPLAIN,
+                    {"prefix": f"users.{q0.owner}", "like": f"users.{q0.owner}.%", "q": q0.vector},
+                ),
+            },
+        }
+        for m in METHODS:
+            res[m] = {
+                "p50_ms": summary(p50s[m]),
+                "p95_ms": summary(p95s[m]),
+                "rows_min": min(rows[m]),
+                "rows_mean": statistics.fmean(rows[m]),
+                "complete": statistics.fmean(complete[m]),
+                "recall_at_10": statistics.fmean(recalls[m]),
+                "recall_at_10_min": min(recalls[m]),
             }
-            if recalls[mode]:
-                res[mode]["recall_at_10"] = statistics.fmean(recalls[mode])
-                res[mode]["recall_at_10_min"] = min(recalls[mode])
-        # The plain query with pgvector's defaults (ef_search 40, iterative scan off).
-        for name, sql in PLAIN.items():
-            recalls, counts, lat = [], [], []
-            for i, (u, vec, _) in enumerate(qs):
-                got, dt = timed(conn, sql, {"ns": ids[u], "q": vec})
-                lat.append(dt * 1000)
-                recalls.append(overlap(got, exact[i]))
-                counts.append(len(got))
-            res[name] = {
-                "plan": plan_of(conn, sql, {"ns": ids[users[0]], "q": qs[0][1]}),
-                "rows_mean": statistics.fmean(counts),
-                "rows_min": min(counts),
-                "recall_at_10": statistics.fmean(recalls),
-                "p50_ms": statistics.median(lat),
-                "p95_ms": percentile(lat, 95),
-            }
-        out[label] = res
+        out[name] = res
+        print(f"  {res['label']}: done", flush=True)
     return out
 
 
@@ -365,114 +448,80 @@ def local_settings(conn: psycopg.Connection, settings: dict[str, str]) -> Iterat
 FORCE_HNSW = {**SEARCH_SETTINGS, "enable_sort": "off", "enable_seqscan": "off"}
 
 
+def ladder_users(corpus: Corpus) -> dict[int, int]:
+    """For each ladder size, the user whose namespace is nearest to it (within 25%)."""
+    sizes = np.array(corpus.sizes)
+    out = {}
+    for target in LADDER:
+        u = int(np.argmin(np.abs(sizes - target)))
+        if abs(sizes[u] - target) <= 0.25 * target:
+            out[int(sizes[u])] = u
+    out.setdefault(int(sizes[0]), 0)
+    return dict(sorted(out.items()))
+
+
 def measure_ladder(conn: psycopg.Connection, corpus: Corpus, rounds: int, queries: int) -> dict:
-    """By namespace size: the exact scan, the HNSW branch (search settings) as the
-    planner picks it and with the HNSW index forced, at search_facts' list depth
-    40; and search_facts end to end (no query text) with exact_search_max_rows
-    forced each way, with its recall@10 against the exact scan."""
+    """By namespace size: the exact scan and the HNSW index forced (search settings)
+    at search_facts' list depth 40; search_facts end to end (vector only) with
+    exact_search_max_rows forced each way and as shipped, with recall@10."""
     out: dict[int, Any] = {}
-    sizes = sorted({*corpus.ladder_users, corpus.sizes[0]})
-    for size in sizes:
-        u = corpus.ladder_users.get(size, corpus.big_users[0])
+    for size, u in ladder_users(corpus).items():
         ns = ns_id(conn, corpus.owners[u])
         ns_json = json.dumps({"scope": "user", "owner_id": corpus.owners[u]})
         qs = [corpus.query(u)[0] for _ in range(queries)]
-        exact = {}
-        for i, vec in enumerate(qs):
-            exact[i], _t = timed(conn, EXACT, {"org": ORG, "ns": ns, "q": vec, "k": 40})
-        ms: dict[str, list[float]] = {
-            "exact": [],
-            "hnsw_planned": [],
-            "hnsw_forced": [],
-            "exact_jit_off": [],
-            "search_exact": [],
-            "search_hnsw": [],
-            "search_hnsw_custom_plan": [],
-            "small_set": [],
-        }
-        kinds = ("hnsw_planned", "hnsw_forced", "search_hnsw", "search_hnsw_custom_plan", "plain")
+        exact = [timed(conn, EXACT, {"org": ORG, "ns": ns, "q": v, "k": 40})[0] for v in qs]
+        kinds = ("exact", "hnsw_forced", "search_exact", "search_hnsw", "search_shipped")
+        ms: dict[str, list[float]] = {k: [] for k in (*kinds, "small_set")}
         recall: dict[str, list[float]] = {k: [] for k in kinds}
-        rows: dict[str, list[int]] = {k: [] for k in kinds}
-        plain_sql = PLAIN["plain + forgotten_at IS NULL (can use the partial HNSW index)"]
-        for i, vec in enumerate(qs):  # pgvector defaults: ef_search 40, no iterative scan
-            got, _t = timed(conn, plain_sql, {"ns": ns, "q": vec})
-            recall["plain"].append(overlap(got, exact[i][:10]))
-            rows["plain"].append(len(got))
-        plan_plain = plan_of(conn, plain_sql, {"ns": ns, "q": qs[0]})
-        p0 = {"org": ORG, "ns": ns, "q": qs[0], "k": 40}
-        with local_settings(conn, SEARCH_SETTINGS):
-            plan_planned = plan_of(conn, HNSW, p0)
-        with local_settings(conn, FORCE_HNSW):
-            plan_forced = plan_of(conn, HNSW, p0)
         for _ in range(rounds):
             lat: dict[str, list[float]] = {k: [] for k in ms}
             for i, vec in enumerate(qs):
                 p = {"org": ORG, "ns": ns, "q": vec, "k": 40}  # search_facts' list depth
-                _ex, dt = timed(conn, EXACT, p)
+                got, dt = timed(conn, EXACT, p)
                 lat["exact"].append(dt)
-                with local_settings(conn, {"jit": "off"}):
-                    _ex, dt = timed(conn, EXACT, p)
-                lat["exact_jit_off"].append(dt)
                 _r, dt = timed(conn, SMALL_SET, p)
                 lat["small_set"].append(dt)
-                for how, settings in (
-                    ("hnsw_planned", SEARCH_SETTINGS),
-                    ("hnsw_forced", FORCE_HNSW),
-                ):
-                    with local_settings(conn, settings):
-                        got, dt = timed(conn, HNSW, p)
-                    lat[how].append(dt)
-                    recall[how].append(overlap(got[:10], exact[i][:10]))
-                    rows[how].append(len(got))
+                with local_settings(conn, FORCE_HNSW):
+                    got, dt = timed(conn, HNSW, p)
+                lat["hnsw_forced"].append(dt)
+                recall["hnsw_forced"].append(overlap(got[:10], exact[i][:10]))
             for how, limit in (
-                ("search_exact", 100_000_000),
-                ("search_hnsw", 0),
-                ("search_hnsw_custom_plan", 0),
+                ("search_exact", "100000000"),
+                ("search_hnsw", "0"),
+                ("search_shipped", None),
             ):
                 conn.execute(
-                    "SELECT memory.configure('exact_search_max_rows', %s::jsonb)", (str(limit),)
-                )
-                conn.execute(
-                    "SET plan_cache_mode = "
-                    + ("force_custom_plan" if how.endswith("custom_plan") else "DEFAULT")
+                    "SELECT memory.configure('exact_search_max_rows', %s::jsonb)", (limit,)
                 )
                 for i, vec in enumerate(qs):
                     params = {
                         "org": ORG,
-                        "text": "",  # no lexemes: an empty text list, the vector path alone
+                        "text": "",  # no lexemes: the vector path alone
                         "qa": vec.tolist(),
                         "ns_json": ns_json,
                         "opts": "{}",
                     }
                     got, dt = timed(conn, SEARCH, params)
                     lat[how].append(dt)
-                    if how != "search_exact":
-                        recall[how].append(overlap(got, exact[i][:10]))
-                        rows[how].append(len(got))
+                    recall[how].append(overlap(got, exact[i][:10]))
             conn.execute("SELECT memory.configure('exact_search_max_rows', NULL)")
-            conn.execute("RESET plan_cache_mode")
             for k, v in lat.items():
                 ms[k].append(1000 * statistics.median(v))
         out[size] = {
             **{f"{k}_p50_ms": summary(v) for k, v in ms.items()},
-            **{f"{k}_recall_at_10": statistics.fmean(v) for k, v in recall.items()},
-            **{f"{k}_rows_min": min(v) for k, v in rows.items()},
-            "plan_hnsw_planned": plan_planned,
-            "plan_hnsw_forced": plan_forced,
-            "plan_plain": plan_plain,
+            **{f"{k}_recall_at_10": statistics.fmean(v) for k, v in recall.items() if v},
         }
+        print(f"  ladder {size:,}: done", flush=True)
     return out
 
 
 def measure_ef_search(conn: psycopg.Connection, corpus: Corpus, rounds: int, queries: int) -> dict:
     """The HNSW index forced on the largest namespace at several hnsw.ef_search values
     (the rest as search_facts sets it): what a higher ef_search buys in recall."""
-    u = corpus.big_users[0]
-    ns = ns_id(conn, corpus.owners[u])
-    qs = [corpus.query(u)[0] for _ in range(queries)]
+    ns = ns_id(conn, corpus.owners[0])
+    qs = [corpus.query(0)[0] for _ in range(queries)]
     exact = [timed(conn, EXACT, {"org": ORG, "ns": ns, "q": v, "k": 10})[0] for v in qs]
-    out: dict[int, Any] = {}
-    values = (100, 200, 400, 800)
+    values = (40, 100, 200, 400, 800)
     lat: dict[int, list[float]] = {ef: [] for ef in values}
     recall: dict[int, list[float]] = {ef: [] for ef in values}
     for _ in range(rounds):
@@ -485,14 +534,15 @@ def measure_ef_search(conn: psycopg.Connection, corpus: Corpus, rounds: int, que
                 times.append(dt)
                 recall[ef].append(overlap(got[:10], exact[i]))
             lat[ef].append(1000 * statistics.median(times))
-    for ef in values:
-        out[ef] = {"p50_ms": summary(lat[ef]), "recall_at_10": statistics.fmean(recall[ef])}
-    return out
+    return {
+        ef: {"p50_ms": summary(lat[ef]), "recall_at_10": statistics.fmean(recall[ef])}
+        for ef in values
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="50,000 facts over 2,500 users")
+    ap.add_argument("--quick", action="store_true", help="100,000 facts over 5,000 users")
     ap.add_argument("--facts", type=int)
     ap.add_argument("--users", type=int)
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds (median and spread)")
@@ -500,32 +550,29 @@ def main() -> None:
     ap.add_argument(
         "--keep",
         action="store_true",
-        help="keep the server and its loaded table (bench-search-kept) and reuse them\n"
+        help="keep the server and its loaded tables (bench-search-kept) and reuse them\n"
         "on the next --keep run with the same --facts/--users (skips the load)",
     )
+    ap.add_argument("--load-only", action="store_true", help="load (with --keep) and stop")
     args = ap.parse_args()
-    n_facts = args.facts or (50_000 if args.quick else 200_000)
-    n_users = args.users or (2_500 if args.quick else 10_000)
+    n_facts = args.facts or (100_000 if args.quick else 1_000_000)
+    n_users = args.users or (5_000 if args.quick else 20_000)
 
     corpus = Corpus(n_facts, n_users)
-    rest = corpus.sizes[2 + len(corpus.ladder_users) :]
     results: dict[str, Any] = {
         "facts": n_facts,
         "users": n_users,
         "rounds": args.rounds,
         "queries": args.queries,
         "layout": {
-            "big_users": corpus.sizes[:2],
-            "ladder_users": sorted(corpus.ladder_users),
-            "other_users": len(rest),
-            "other_users_facts": {
-                "min": min(rest),
-                "max": max(rest),
-                "mean": sum(rest) / len(rest),
-            },
+            "zipf_s": ZIPF_S,
+            "largest": corpus.sizes[:5],
+            "median": int(statistics.median(corpus.sizes)),
+            "users_at_most_20": sum(1 for s in corpus.sizes if s <= 20),
         },
+        "server_settings_set": SERVER_SETTINGS,
     }
-    with embedded_server("search", keep=args.keep) as srv:
+    with embedded_server("search", keep=args.keep, settings=SERVER_SETTINGS) as srv:
         dbname = f"search_{n_facts}_{n_users}"
         with psycopg.connect(srv.dsn(), autocommit=True) as conn:
             loaded = conn.execute(
@@ -551,38 +598,67 @@ def main() -> None:
                 for k in ("shared_buffers", "work_mem", "effective_cache_size", "jit")
             }
             if reuse:
-                print(f"reusing the loaded table of {dbname} (--keep)")
-                for user, _owner in enumerate(corpus.owners):  # same random stream as a load
-                    corpus.facts(user)
+                print(f"reusing the loaded tables of {dbname} (--keep)")
             else:
-                print(f"loading {n_facts:,} facts of {len(corpus.sizes):,} users ...", flush=True)
-                results["load"] = load(conn, corpus)
-                conn.execute("CREATE TABLE bench_corpus (sig text)")
-                conn.execute("INSERT INTO bench_corpus VALUES (%s)", (corpus.signature,))
+                print(f"loading {n_facts:,} facts of {n_users:,} users ...", flush=True)
+                results["load"] = load(conn, dsn, corpus)
+                conn.execute("CREATE TABLE bench_corpus (sig text, load jsonb)")
+                conn.execute(
+                    "INSERT INTO bench_corpus VALUES (%s, %s)",
+                    (corpus.signature, json.dumps(results["load"])),
+                )
                 print(" ".join(f"{k} {v:.1f}" for k, v in results["load"].items()), flush=True)
-            size = conn.execute(
-                "SELECT pg_size_pretty(pg_total_relation_size('memory.facts'))"
-            ).fetchone()[0]
-            results["table_size"] = size
-            print(f"memory.facts with indexes: {size}")
             if reuse:
+                results["load"] = conn.execute("SELECT load FROM bench_corpus").fetchone()[0]
                 conn.execute("SELECT memory.configure('exact_search_max_rows', NULL)")
-
-            results["namespaces"] = measure_namespaces(conn, corpus, args.rounds, args.queries)
-            results["ladder"] = measure_ladder(
-                conn, corpus, args.rounds, max(20, args.queries // 4)
+            results["table_sizes"] = dict(
+                conn.execute(
+                    "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) "
+                    "FROM unnest(ARRAY['memory.facts', 'store', 'store_vectors']) t"
+                ).fetchall()
             )
-            results["ef_search"] = measure_ef_search(
-                conn, corpus, args.rounds, max(20, args.queries // 4)
-            )
+            print(f"sizes with indexes: {results['table_sizes']}")
+            if args.load_only:
+                return
+            measure_all(conn, dsn, corpus, args, results)
     report(results)
     name = "search-quick" if args.quick else "search"
     write_results(name, results)
     plot(results, RESULTS_DIR / f"{name}-crossover.png")
+    plot_groups(results, RESULTS_DIR / f"{name}-methods.png")
 
 
-def plot(r: dict[str, Any], path: Path) -> None:
-    """Latency by namespace size, exact scan against HNSW (needs matplotlib)."""
+def measure_all(
+    conn: psycopg.Connection, dsn: str, corpus: Corpus, args: argparse.Namespace, results: dict
+) -> None:
+    from langgraph.store.postgres import PostgresStore
+
+    for _ in range(3):  # warm the caches: every index read once
+        for u in (0, 1, *corpus.groups.get("medium", [])[:2]):
+            v = corpus.query(u)[0]
+            timed(conn, EXACT, {"org": ORG, "ns": ns_id(conn, corpus.owners[u]), "q": v, "k": 10})
+    queries = []
+    for users in corpus.groups.values():
+        for i in range(args.queries):
+            queries.append(Query(corpus, conn, users[i % len(users)], i))
+    vectors = {q.key: q.vector for q in queries}
+    with PostgresStore.from_conn_string(dsn, index=langgraph_config(vectors)) as store:
+        print("namespace groups ...", flush=True)
+        results["groups"] = measure_groups(conn, store, corpus, queries, args.rounds)
+    # Without the partial index's predicate: a few queries once (each scans the table).
+    q = queries[0]
+    lat = [1000 * timed(conn, PLAIN_AS_WRITTEN, {"ns": q.ns, "q": q.vector})[1] for _ in range(5)]
+    results["plain_as_written"] = {
+        "plan": plan_of(conn, PLAIN_AS_WRITTEN, {"ns": q.ns, "q": q.vector}),
+        "p50_ms": statistics.median(lat),
+    }
+    print("ladder ...", flush=True)
+    results["ladder"] = measure_ladder(conn, corpus, args.rounds, max(20, args.queries // 4))
+    print("ef_search ...", flush=True)
+    results["ef_search"] = measure_ef_search(conn, corpus, args.rounds, max(20, args.queries // 4))
+
+
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -590,6 +666,14 @@ def plot(r: dict[str, Any], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib not installed: no plot")
+        return None
+    return plt
+
+
+def plot(r: dict[str, Any], path: Path) -> None:
+    """Latency by namespace size, exact scan against HNSW."""
+    plt = _pyplot()
+    if plt is None:
         return
     sizes = [int(s) for s in r["ladder"]]
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -597,22 +681,62 @@ def plot(r: dict[str, Any], path: Path) -> None:
         ("exact_p50_ms", "exact scan (depth 40)", "o-"),
         ("hnsw_forced_p50_ms", "HNSW index, search settings", "s-"),
         ("search_exact_p50_ms", "search_facts, exact forced", "o--"),
-        ("search_hnsw_p50_ms", "search_facts, HNSW forced (cached plans)", "s--"),
-        ("search_hnsw_custom_plan_p50_ms", "search_facts, HNSW forced, custom plans", "^--"),
+        ("search_hnsw_p50_ms", "search_facts, HNSW forced", "s--"),
+        ("search_shipped_p50_ms", "search_facts as shipped", "^:"),
     ):
         med = [m[key]["median"] for m in r["ladder"].values()]
         lo = [m[key]["median"] - m[key]["min"] for m in r["ladder"].values()]
         hi = [m[key]["max"] - m[key]["median"] for m in r["ladder"].values()]
         ax.errorbar(sizes, med, yerr=[lo, hi], fmt=style, label=label, capsize=3)
     ax.set_xscale("log")
-    ax.set_xticks(sizes, [f"{x:,}" for x in sizes])
+    ax.set_xticks(sizes, [f"{x:,}" for x in sizes], rotation=30)
     ax.minorticks_off()
     ax.set_xlabel("live facts in the namespace")
     ax.set_ylabel("p50 latency, ms")
     ax.set_yscale("log")
     ax.set_title(f"Exact vs HNSW, {r['facts']:,} facts in the table")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    RESULTS_DIR.mkdir(exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path.relative_to(RESULTS_DIR.parent.parent)}")
+
+
+def plot_groups(r: dict[str, Any], path: Path) -> None:
+    """p50 latency and recall@10 by namespace group, every method side by side."""
+    plt = _pyplot()
+    if plt is None:
+        return
+    groups = list(r["groups"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(METHODS)
+    x = np.arange(len(groups))
+    for i, m in enumerate(METHODS):
+        med = [r["groups"][g][m]["p50_ms"]["median"] for g in groups]
+        lo = [
+            r["groups"][g][m]["p50_ms"]["median"] - r["groups"][g][m]["p50_ms"]["min"]
+            for g in groups
+        ]
+        hi = [
+            r["groups"][g][m]["p50_ms"]["max"] - r["groups"][g][m]["p50_ms"]["median"]
+            for g in groups
+        ]
+        ax1.bar(x + i * width, med, width, yerr=[lo, hi], label=m, capsize=2)
+        if m in VECTOR_METHODS:
+            ax2.bar(
+                x + i * width, [r["groups"][g][m]["recall_at_10"] for g in groups], width, label=m
+            )
+    for ax in (ax1, ax2):
+        ax.set_xticks(x + 0.4 - width / 2, groups)
+        ax.grid(True, axis="y", alpha=0.3)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("p50 latency, ms (median of rounds, min..max)")
+    ax1.set_title(f"Search latency, {r['facts']:,} facts")
+    ax2.set_ylabel("recall@10 against the exact scan")
+    ax2.set_ylim(0, 1.05)
+    ax2.set_title("Recall@10 (vector searches)")
+    ax1.legend(fontsize=7)
     fig.tight_layout()
     RESULTS_DIR.mkdir(exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -623,137 +747,203 @@ def _ms(s: dict[str, float]) -> str:
     return f"{s['median']:.2f} ({s['min']:.2f}..{s['max']:.2f})"
 
 
-def report(r: dict[str, Any]) -> None:
-    print(
-        f"\nmemory.search_facts, {r['facts']:,} facts, {r['users']:,} users, k = 10; "
-        f"latency: median over {r['rounds']} rounds (min..max)"
-    )
+def group_table(r: dict[str, Any]) -> str:
     rows = []
-    for label, res in r["namespaces"].items():
-        for mode in MODES:
-            m = res[mode]
+    for res in r["groups"].values():
+        for m in METHODS:
+            v = res[m]
+            plan = res["plans"].get(m)
             rows.append(
                 (
-                    label,
-                    f"search_facts {mode}",
-                    _ms(m["p50_ms"]),
-                    _ms(m["p95_ms"]),
-                    m["rows_min"],
-                    f"{m['recall_at_10']:.3f}" if "recall_at_10" in m else "",
+                    res["label"],
+                    m + (f" [{plan}]" if plan else ""),
+                    _ms(v["p50_ms"]),
+                    _ms(v["p95_ms"]),
+                    f"{v['rows_min']} (mean {v['rows_mean']:.1f}), {100 * v['complete']:.0f}%",
+                    f"{v['recall_at_10']:.3f} (min {v['recall_at_10_min']:.1f})"
+                    if m in VECTOR_METHODS
+                    else "",
                 )
             )
-        for name in PLAIN:
-            m = res[name]
-            rows.append(
-                (
-                    label,
-                    f"{name} [{m['plan']}]",
-                    f"{m['p50_ms']:.2f}",
-                    f"{m['p95_ms']:.2f}",
-                    f"{m['rows_min']} (mean {m['rows_mean']:.1f})",
-                    f"{m['recall_at_10']:.3f}",
-                )
-            )
-    print(table(["namespace", "query", "p50 ms", "p95 ms", "rows (min)", "recall@10"], rows))
-    print(
-        "\nBy namespace size: exact scan vs the HNSW branch (search settings: iterative "
-        "relaxed_order, ef_search 200, max_scan_tuples 100000), list depth 40, p50 ms "
-        "median of rounds (min..max); recall@10 against the exact scan"
+    return table(
+        [
+            "namespace",
+            "method [plan]",
+            "p50 ms",
+            "p95 ms",
+            "rows: min (mean), complete",
+            "recall@10",
+        ],
+        rows,
     )
-    rows = []
-    for size, m in r["ladder"].items():
-        rows.append(
-            (
-                f"{int(size):,}",
-                _ms(m["exact_p50_ms"]),
-                _ms(m["exact_jit_off_p50_ms"]),
-                f"{_ms(m['hnsw_planned_p50_ms'])} [{m['plan_hnsw_planned']}]",
-                f"{_ms(m['hnsw_forced_p50_ms'])} [{m['plan_hnsw_forced']}]",
-                f"{m['hnsw_forced_recall_at_10']:.3f}",
-                m["hnsw_forced_rows_min"],
-            )
-        )
-    print(
-        table(
-            [
-                "facts in namespace",
-                "exact scan",
-                "exact, jit off",
-                "HNSW branch as planned [plan]",
-                "HNSW index forced [plan]",
-                "HNSW recall@10",
-                "HNSW rows (min of 40)",
-            ],
-            rows,
-        )
-    )
-    print(
-        "\nmemory.search_facts end to end (no query text), exact_search_max_rows forced each way; "
-        "memory._small_set alone (the count search_facts makes first, default setting); "
-        'the plain query with pgvector defaults; "custom plans": the session sets '
-        "plan_cache_mode = force_custom_plan, which search_facts' inner queries then follow"
-    )
+
+
+def ladder_table(r: dict[str, Any]) -> str:
     rows = [
         (
             f"{int(size):,}",
+            _ms(m["exact_p50_ms"]),
+            _ms(m["hnsw_forced_p50_ms"]),
+            f"{m['hnsw_forced_recall_at_10']:.3f}",
             _ms(m["search_exact_p50_ms"]),
             _ms(m["search_hnsw_p50_ms"]),
             f"{m['search_hnsw_recall_at_10']:.3f}",
-            _ms(m["search_hnsw_custom_plan_p50_ms"]),
-            f"{m['search_hnsw_custom_plan_recall_at_10']:.3f}",
+            _ms(m["search_shipped_p50_ms"]),
+            f"{m['search_shipped_recall_at_10']:.3f}",
             _ms(m["small_set_p50_ms"]),
-            f"{m['plain_rows_min']} / {m['plain_recall_at_10']:.3f} [{m['plan_plain']}]",
         )
         for size, m in r["ladder"].items()
     ]
-    print(
-        table(
-            [
-                "facts in namespace",
-                "search exact p50 ms",
-                "search HNSW p50 ms",
-                "recall@10",
-                "search HNSW, custom plans, p50 ms",
-                "recall@10",
-                "_small_set p50 ms",
-                "plain query: rows (min) / recall@10 [plan]",
-            ],
-            rows,
-        )
+    return table(
+        [
+            "facts in namespace",
+            "exact scan",
+            "HNSW forced",
+            "recall@10",
+            "search_facts exact",
+            "search_facts HNSW",
+            "recall@10",
+            "search_facts as shipped",
+            "recall@10",
+            "_small_set",
+        ],
+        rows,
     )
 
-    print(
-        f"\nHNSW index forced on a {r['layout']['big_users'][0]:,}-fact namespace, list depth 40, "
-        "by hnsw.ef_search (search_facts sets 200)"
-    )
-    print(
-        table(
-            ["hnsw.ef_search", "p50 ms", "recall@10"],
-            [
-                (ef, _ms(m["p50_ms"]), f"{m['recall_at_10']:.3f}")
-                for ef, m in r["ef_search"].items()
-            ],
-        )
+
+def ef_table(r: dict[str, Any]) -> str:
+    return table(
+        ["hnsw.ef_search", "p50 ms", "recall@10"],
+        [(ef, _ms(m["p50_ms"]), f"{m['recall_at_10']:.3f}") for ef, m in r["ef_search"].items()],
     )
 
-    def first_faster(a: str, b: str) -> int | None:
-        return next(
-            (int(s) for s, m in r["ladder"].items() if m[a]["median"] < m[b]["median"]), None
-        )
 
-    cross = {
-        "hnsw_forced_vs_exact": first_faster("hnsw_forced_p50_ms", "exact_p50_ms"),
-        "search_facts": first_faster("search_hnsw_p50_ms", "search_exact_p50_ms"),
-        "search_facts_custom_plans": first_faster(
-            "search_hnsw_custom_plan_p50_ms", "search_exact_p50_ms"
-        ),
-    }
+def report(r: dict[str, Any]) -> None:
     print(
-        "crossover (first size where HNSW is faster): direct queries "
-        f"{cross['hnsw_forced_vs_exact']}, search_facts {cross['search_facts']}, "
-        f"search_facts with custom plans {cross['search_facts_custom_plans']}"
+        f"\n{r['facts']:,} facts, {r['users']:,} users (Zipf), k = 10; "
+        f"latency: median over {r['rounds']} rounds (min..max)"
     )
-    r["crossover"] = cross
+    print(group_table(r))
+    print("\nBy namespace size (vector path, list depth 40), p50 ms; recall@10 vs exact")
+    print(ladder_table(r))
+    print(f"\nHNSW forced on the {r['layout']['largest'][0]:,}-fact namespace, by hnsw.ef_search")
+    print(ef_table(r))
+
+
+def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    g = r["groups"]
+    out = []
+    worst = min(res["search_facts vector-only"]["recall_at_10"] for res in g.values())
+    out.append(
+        {
+            "target": "search_facts recall@10 ≥ 0.95 for every namespace size",
+            "measured": ", ".join(
+                f"{name} {res['search_facts vector-only']['recall_at_10']:.3f}"
+                for name, res in g.items()
+            ),
+            "met": worst >= 0.95,
+        }
+    )
+    if "tiny" in g:
+        plain = g["tiny"][PLAIN_NAME]
+        out.append(
+            {
+                "target": "tiny namespaces: the plain query returns too few rows or recall < 0.5, "
+                "search_facts every row",
+                "measured": f"plain: {100 * plain['complete']:.0f}% of queries complete, "
+                f"recall@10 {plain['recall_at_10']:.3f}; search_facts: "
+                f"{100 * g['tiny']['search_facts vector-only']['complete']:.0f}% complete",
+                "met": (plain["complete"] < 1 or plain["recall_at_10"] < 0.5)
+                and g["tiny"]["search_facts vector-only"]["complete"] == 1,
+            }
+        )
+        tiny = g["tiny"]["search_facts hybrid"]["p50_ms"]["median"]
+        out.append(
+            {
+                "target": "tiny namespaces: hybrid p50 ≤ 2 ms",
+                "measured": f"{tiny:.2f} ms",
+                "met": tiny <= 2.0,
+            }
+        )
+    if "huge" in g:
+        hybrid = g["huge"]["search_facts hybrid"]["p50_ms"]["median"]
+        plain = g["huge"][PLAIN_NAME]["p50_ms"]["median"]
+        out.append(
+            {
+                "target": f"huge namespaces at {r['facts']:,} facts: hybrid p50 ≤ 1.5 x the plain query",
+                "measured": f"{hybrid:.2f} ms vs {plain:.2f} ms ({hybrid / plain:.2f} x)",
+                "met": hybrid <= 1.5 * plain,
+            }
+        )
+    return out
+
+
+def markdown(r: dict[str, Any]) -> str:
+    name = "search-quick" if r["facts"] < 1_000_000 else "search"
+    lay = r["layout"]
+    load = r.get("load", {})
+    return "\n".join(
+        [
+            "## Filtered hybrid search at scale (bench/search.py)",
+            "",
+            f"{r['facts']:,} facts of {r['users']:,} users in one `memory.facts` table. Namespace "
+            f"sizes follow Zipf's law (s = {lay['zipf_s']}): the largest hold "
+            f"{', '.join(f'{x:,}' for x in lay['largest'])} facts, the median user "
+            f"{lay['median']}, and {lay['users_at_most_20']:,} users hold 20 or fewer. "
+            "Vectors are 384-dimensional and clustered (256 shared topics, 4 per user with a "
+            "personal offset), so most of a query's nearest neighbours in the whole table "
+            "belong to other users — the hard case for a filtered HNSW scan. Texts are drawn "
+            "from a Zipf vocabulary. LangGraph's `PostgresStore` holds the same rows (key = "
+            "fact id, namespace `('users', owner)`) in its own tables with its default HNSW "
+            "index, and is searched through `store.search(namespace, query=..., limit=10)` "
+            "(its embedder returns the same precomputed query vector). The plain query is "
+            "`WHERE namespace_id = … ORDER BY embedding <=> q LIMIT 10` with pgvector's "
+            "defaults (ef_search 40, no iterative scan). Recall@10 is measured against the "
+            "exact scan of the namespace; *complete* is the share of queries answered with "
+            "min(10, namespace size) rows. Hybrid and text-only results fuse or rank text, so "
+            "their recall against the vector ground truth is not a quality figure.",
+            "",
+            f"Server: `shared_buffers` {r['server_settings']['shared_buffers']} (set so the "
+            "indexes fit, as pgvector advises), otherwise the embedded server's defaults "
+            f"(`work_mem` {r['server_settings']['work_mem']}, `jit` {r['server_settings']['jit']}). "
+            f"Load: {', '.join(f'{k} {v:,.0f} s' for k, v in load.items())}. "
+            f"Sizes with indexes: {', '.join(f'`{k}` {v}' for k, v in r['table_sizes'].items())}.",
+            "",
+            "The plain query needs `AND forgotten_at IS NULL`, the partial HNSW index's "
+            "predicate, to use the index at all; written without it the planner scans the "
+            f"table ({r['plain_as_written']['plan']}): "
+            f"{r['plain_as_written']['p50_ms']:,.0f} ms per query (p50 of 5).",
+            "",
+            f"Latency: median over {r['rounds']} rounds of each round's p50/p95 (min..max of "
+            f"rounds), {r['queries']} queries per group per round, k = 10.",
+            "",
+            group_table(r),
+            "",
+            f"![search methods by namespace size](../bench/results/{name}-methods.png)",
+            "",
+            "### Exact scan or HNSW, by namespace size",
+            "",
+            "The vector path alone (no query text), list depth 40 as `search_facts` uses it. "
+            "`search_facts` scans a namespace of up to `exact_search_max_rows` live facts exactly "
+            "and walks the HNSW index (iterative scan, relaxed order) above that; the columns force "
+            'each way, and "as shipped" uses the setting. `_small_set` is the count it makes '
+            "first.",
+            "",
+            ladder_table(r),
+            "",
+            f"![exact vs HNSW](../bench/results/{name}-crossover.png)",
+            "",
+            f"### hnsw.ef_search on the {lay['largest'][0]:,}-fact namespace",
+            "",
+            "The HNSW index forced, list depth 40, iterative scan as `search_facts` sets it.",
+            "",
+            ef_table(r),
+            "",
+            "Reproduce: `.venv/bin/python -m bench.search"
+            + (" --quick`" if name == "search-quick" else "`")
+            + " (add `--keep` to keep the loaded server for the next run).",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- For this function only: PostgreSQL restores the caller's values on return and on error.
 SET hnsw.iterative_scan = 'relaxed_order'
-SET hnsw.ef_search = 400
+SET hnsw.ef_search = 800  -- as search_facts
 SET hnsw.max_scan_tuples = 100000
 AS $$
 DECLARE
