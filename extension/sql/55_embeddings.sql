@@ -46,13 +46,14 @@ BEGIN
     IF jsonb_typeof(value) IS DISTINCT FROM 'array' THEN
         PERFORM memory._fail('EMBEDDING_INVALID', 'an embedding must be a JSON array of numbers');
     END IF;
-    IF EXISTS (SELECT FROM jsonb_array_elements(value) x
-               WHERE jsonb_typeof(x) <> 'number' OR abs(x::numeric) > 3.4028234663852886e38) THEN
+    IF jsonb_path_exists(value, 'strict $[*] ? (@.type() != "number")') THEN
         PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
     END IF;
-    RETURN memory._embedding(ARRAY(SELECT x::real FROM jsonb_array_elements_text(value) x));
+    -- Only numbers inside: the JSON text with braces for brackets is a real[] literal,
+    -- parsed in one call rather than element by element (bench/embed.py).
+    RETURN memory._embedding(translate(value::text, '[]', '{}')::real[]);
 EXCEPTION WHEN numeric_value_out_of_range THEN
-    -- Non-zero values too small for float4 (e.g. 1e-50) underflow.
+    -- Beyond float4's range, or non-zero and too small for it (e.g. 1e-50).
     PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
 END
 $$;
@@ -158,6 +159,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     written int;
+    embeddings @extschema:vector@.vector[];
 BEGIN
     PERFORM memory._require_service();
     IF ids IS NULL OR content_hashes IS NULL OR jsonb_typeof(vectors) IS DISTINCT FROM 'array'
@@ -171,13 +173,11 @@ BEGIN
         WHERE jsonb_typeof(v) = 'array') > 1 THEN
         PERFORM memory._fail('EMBEDDING_INVALID', 'vectors of mixed lengths in one batch');
     END IF;
-    -- Every vector is checked first: nothing is written unless all are valid.
-    PERFORM count(memory._embedding_json(v)) FROM jsonb_array_elements(vectors) v;
+    -- Every vector is parsed (and checked) once, before anything is written.
+    embeddings := ARRAY(SELECT memory._embedding_json(v) FROM jsonb_array_elements(vectors) WITH ORDINALITY x(v, n)
+                        ORDER BY n);
     WITH batch AS MATERIALIZED (
-        SELECT i.id, h.hash, memory._embedding_json(v.vector) AS embedding
-        FROM unnest(ids) WITH ORDINALITY AS i(id, n)
-        JOIN unnest(content_hashes) WITH ORDINALITY AS h(hash, n) USING (n)
-        JOIN jsonb_array_elements(vectors) WITH ORDINALITY AS v(vector, n) USING (n)
+        SELECT b.id, b.hash, b.embedding FROM unnest(ids, content_hashes, embeddings) AS b(id, hash, embedding)
     ), facts_written AS (
         UPDATE memory.facts f
         SET embedding = batch.embedding, embedding_model = model, lease_until = NULL

@@ -64,7 +64,9 @@ AS $$
 DECLARE
     target memory.namespaces := memory._resolve(org, ns, 'write');
     item record;
+    vecs @extschema:vector@.vector[] := '{}';  -- parsed once, by ordinal
     vec @extschema:vector@.vector;
+    key text;
     nearest record;
     exact boolean;
 BEGIN
@@ -76,24 +78,24 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'facts must be a JSON array of at most 1000 facts');
     END IF;
     -- Validate the whole batch before saving any of it.
-    FOR item IN SELECT f.value AS fact FROM jsonb_array_elements(facts) f LOOP
+    FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
         IF jsonb_typeof(item.fact) <> 'object' OR jsonb_typeof(item.fact -> 'content') IS DISTINCT FROM 'string' THEN
             PERFORM memory._fail('MEMORY_INVALID', 'each fact must be an object with a "content" string');
         END IF;
         PERFORM memory._check_fact_text(item.fact ->> 'content');
-        IF item.fact ? 'embedding' AND item.fact -> 'embedding' <> 'null'::jsonb THEN
-            PERFORM memory._embedding_json(item.fact -> 'embedding');
-        END IF;
+        vecs[item.n] := CASE WHEN item.fact -> 'embedding' <> 'null'::jsonb
+                             THEN memory._embedding_json(item.fact -> 'embedding') END;
     END LOOP;
     PERFORM memory._lock_namespace(target, 'facts');
     -- Exact or index is decided once per batch: the namespace barely changes meanwhile.
     exact := memory._small_set('fact', org, ARRAY[target.id], NULL);
     FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
         ord := item.n;
-        vec := CASE WHEN item.fact -> 'embedding' <> 'null'::jsonb THEN memory._embedding_json(item.fact -> 'embedding') END;
+        vec := vecs[item.n];
+        key := memory._normalized_key(item.fact ->> 'content');  -- once, not per row scanned
         SELECT f.id, 1.0::float8 AS similarity INTO nearest FROM memory.facts f
         WHERE f.organization_id = org AND f.namespace_id = target.id AND f.forgotten_at IS NULL
-          AND f.text_key = memory._normalized_key(item.fact ->> 'content')
+          AND f.text_key = key
         ORDER BY f.created_at LIMIT 1;
         IF nearest.id IS NULL AND vec IS NOT NULL THEN
             SELECT n.id, 1 - n.distance AS similarity INTO nearest

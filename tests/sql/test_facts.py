@@ -197,6 +197,12 @@ BAD_BATCHES = [
     ([[1, 0, 0, 0], [1, 0, 0, "Infinity"]], 2, "embedding elements must be finite float4 numbers"),
     ([[1, 0, 0, 0], [1, 0, 0, 1e39]], 2, "embedding elements must be finite float4 numbers"),
     ([[1, 0, 0, 0], "oops"], 2, "an embedding must be a JSON array of numbers"),
+    # A number written as a string is not a number, even one real[] input would read.
+    ([[1, 0, 0, 0], [1, 0, 0, "0.5"]], 2, "embedding elements must be finite float4 numbers"),
+    ([[1, 0, 0, 0], [1, 0, 0, [0.5]]], 2, "embedding elements must be finite float4 numbers"),
+    ([[1, 0, 0, 0], [1, 0, 0, None]], 2, "embedding elements must be finite float4 numbers"),
+    ([[1, 0, 0, 0], [1, 0, 0, 1e-50]], 2, "embedding elements must be finite float4 numbers"),
+    ([[], []], 2, "embedding has 0 dimensions, expected 4"),
 ]
 
 

@@ -1,0 +1,1196 @@
+"""Core memory: `memory.run` against the anthropic SDK's reference memory tool,
+command by command, on one realistic trace.
+
+The trace is generated (seeded, so every run replays the same commands): an
+agent's sessions over weeks, each opening with a `view` of /memories, then a
+few files viewed, then edits: `str_replace` (a line, a fragment, two lines,
+or a line removed), `insert`, `create`, now and then a `rename` (often into
+/memories/archive) or a `delete`, and a few commands that fail as an agent's
+do: `str_replace` with an old_str it misremembered, a `view` of a file it
+renamed or deleted earlier, an `insert` past the end. A Python model of the
+files keeps the trace valid, so everything else succeeds. Commands are dicts
+exactly as the memory tool (`memory_20250818`) sends them.
+
+Replayed, each round into a fresh namespace or directory, after an untimed
+warm-up of the same connection (or tool) on a scratch one:
+
+- memory.run (SQL): `SELECT memory.run(org, command, ns)` on one autocommit
+  connection over the embedded server's unix socket, as the service (the
+  superuser login, no claims) with `ns = {"scope": "user", "owner_id": …}`:
+  one round trip per command;
+- memory.run (SQL), synchronous_commit off: the same, the session's commits not
+  waiting for the WAL flush (the function's cost without the disk's);
+- pgmemory client: `Memory(dsn).as_user(user).run(org, command)`, the path of
+  an application (and of `pgmemory.anthropic.MemoryTool`): per command a
+  transaction that sets the user's claims, then the same call; the user holds
+  the read permission in the organization;
+- local tool: `BetaLocalFilesystemMemoryTool(base_path=tmp).call(command)`,
+  the SDK's reference implementation on a directory of the same disk (it
+  fsyncs every write, as PostgreSQL does every commit);
+- memory.run, 8 clients: 8 threads, one connection each, each replaying the
+  trace as above into its own user's namespace, all released at once.
+
+Correctness is checked on every replay: after it, a `view` of every file
+(untimed) must give the same text on both sides, and so must every command's
+outcome (success or failure, and its text), directory views excepted (SPEC §6:
+directory sizes are the bytes below, and there are no empty directories).
+
+Last, one more replay of memory.run (SQL) with `track_functions = all` shows
+where the server spends its time (pg_stat_user_functions, self time).
+
+    .venv/bin/python -m bench.core            # 10,000 commands
+    .venv/bin/python -m bench.core --quick    # 2,000 commands
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import psycopg
+from bench._common import (
+    ORG,
+    RESULTS_DIR,
+    create_database,
+    embedded_server,
+    percentile,
+    server_versions,
+    summary,
+    table,
+    write_results,
+)
+from psycopg.types.json import Jsonb
+
+Command = dict[str, Any]
+Outcome = tuple[bool, str]
+
+ROOT = "/memories"
+RUN_SQL = "SELECT memory.run(%s::uuid, %s::jsonb, %s::jsonb)"
+CLIENTS = 8
+WARMUP = 100  # commands replayed untimed into a scratch namespace / directory first
+TARGET_MS = 1.0
+
+# Command types as reported, in table order. A failing command is its own type.
+LABELS = (
+    "view file",
+    "view dir",
+    "str_replace",
+    "insert",
+    "create",
+    "rename",
+    "delete",
+    "str_replace (no match)",
+    "view (missing)",
+    "insert (bad line)",
+)
+NOT_COMPARED = frozenset({"view dir"})  # directory sizes and empty directories differ by SPEC
+SIDES = {
+    "sql": "memory.run (SQL)",
+    "sql_async": "memory.run (SQL), synchronous_commit off",
+    "client": "pgmemory client",
+    "local": "local tool",
+    "sql8": f"memory.run, {CLIENTS} clients",
+}
+
+# ------------------------------------------------------------------------------- the trace
+
+PEOPLE = (
+    "Ana", "Bruno", "Chen", "Dara", "Elif", "Farid", "Greta", "Hiro",
+    "Inès", "Jonas", "Kemal", "Lena", "Mateo", "Noor", "Oskar", "Priya",
+)  # fmt: skip
+PROJECTS = (
+    "atlas", "billing-v2", "checkout", "data-lake", "onboarding", "search", "mobile-app",
+    "pricing",
+)  # fmt: skip
+PROJECT_DOCS = ("status", "notes", "decisions", "open_questions", "contacts")
+TOPICS = (
+    "preferences", "user_profile", "work_style", "todo", "decisions", "tools", "travel",
+    "health", "reading_list", "glossary", "writing_style", "goals",
+)  # fmt: skip
+PREFS = (
+    "metric units", "short answers with code first", "tea over coffee", "dark mode",
+    "British spelling", "meetings before noon", "async updates over calls",
+    "bullet points, no tables", "window seats", "vegetarian restaurants", "Python over Go",
+    "the 24-hour clock",
+)  # fmt: skip
+ACTIONS = (
+    "send the draft to legal", "book the venue", "review the PR", "renew the passport",
+    "write the migration plan", "ship the beta", "call the landlord", "update the roadmap",
+    "fix the flaky test", "order the new laptop", "file the expense report",
+    "prepare the quarterly review", "reply to the recruiter", "benchmark the new index",
+)  # fmt: skip
+STATUSES = (
+    "on track", "blocked on review", "waiting for design", "in QA", "paused",
+    "launched to 10% of users", "slipping a week", "done",
+)  # fmt: skip
+DECISIONS = (
+    "use PostgreSQL for the event store", "drop support for IE11", "hire a second SRE",
+    "move the stand-up to 9:30", "keep the monolith for now", "adopt trunk-based development",
+    "pay yearly instead of monthly", "travel by train when under 5 hours",
+)  # fmt: skip
+CITIES = ("Lisbon", "Zürich", "São Paulo", "Berlin", "Toronto", "Kraków", "東京", "Nairobi")
+TOOLS = ("Neovim", "Obsidian", "Linear", "Figma", "pgAdmin", "Raycast", "Things", "Zotero")
+PURPOSES = ("notes", "planning", "code review", "reading", "design", "database work")
+CHANNELS = ("Slack", "email", "Signal", "the team channel", "phone")
+FOODS = ("peanuts", "shellfish", "gluten", "lactose", "kiwi")
+ADDENDA = (
+    "(confirmed)", "— see notes", "(high priority)", "per last call", "(revisit in May)",
+    "and keep it short",
+)  # fmt: skip
+SUFFIXES = ("old", "2024", "draft", "v2", "archived", "prev")
+TEMPLATES = (
+    "- Prefers {pref}",
+    "- {person} is the contact for {project}; reach them on {channel}",
+    "- Decided ({date}): {decision}",
+    "- TODO: {action} before {date}",
+    "- {project}: {status} as of {date}",
+    "- Met {person} on {date} about {project}; next step: {action}",
+    "- Lives in {city} since {year}",
+    "- Allergic to {food}",
+    "- Uses {tool} for {purpose}",
+    "- {person}'s birthday: {day}",
+)
+
+
+@dataclass
+class Step:
+    label: str
+    command: Command
+    ok: bool  # the outcome the model expects
+
+
+@dataclass
+class Trace:
+    steps: list[Step]
+    files: dict[str, str]  # the model's files at the end
+
+    def mix(self) -> dict[str, int]:
+        counts = Counter(s.label for s in self.steps)
+        return {label: counts[label] for label in LABELS if counts[label]}
+
+
+class TraceBuilder:
+    """Generates sessions of an agent's memory-tool use over a model of the files."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.files: dict[str, str] = {}  # path -> content; insertion order is deterministic
+        self.gone: list[str] = []  # paths renamed or deleted: stale memories of the agent
+        self.steps: list[Step] = []
+        self.day = date(2025, 1, 6)
+
+    def build(self, n: int) -> Trace:
+        while len(self.steps) < n:
+            self.session()
+        return Trace(self.steps[:n], _replay_model(self.steps[:n]))
+
+    # --- the model
+
+    def emit(self, label: str, command: Command, ok: bool = True) -> None:
+        self.steps.append(Step(label, command, ok))
+
+    def dirs(self) -> list[str]:
+        out: dict[str, None] = {}
+        for path in self.files:
+            parts = path.split("/")[2:-1]
+            for i in range(1, len(parts) + 1):
+                out["/".join([ROOT, *parts[:i]])] = None
+        return sorted(out)
+
+    def taken(self, path: str) -> bool:
+        return path in self.files or any(p.startswith(path + "/") for p in self.files)
+
+    # --- text
+
+    def when(self) -> str:
+        return (self.day + timedelta(days=self.rng.randint(-20, 40))).isoformat()
+
+    def line(self) -> str:
+        r = self.rng
+        c = r.choice
+        when = self.when()
+        return c(TEMPLATES).format(
+            person=c(PEOPLE),
+            project=c(PROJECTS),
+            channel=c(CHANNELS),
+            decision=c(DECISIONS),
+            action=c(ACTIONS),
+            status=c(STATUSES),
+            city=c(CITIES),
+            year=r.randint(2009, 2024),
+            food=c(FOODS),
+            tool=c(TOOLS),
+            purpose=c(PURPOSES),
+            pref=c(PREFS),
+            date=when,
+            day=when[5:],
+        )
+
+    def new_file_text(self, path: str) -> str:
+        title = Path(path).stem.replace("_", " ").replace("-", " ").capitalize()
+        body = [self.line() for _ in range(self.rng.randint(2, 12))]
+        text = f"# {title}\n\n" + "\n".join(body)
+        return text + "\n" if self.rng.random() < 0.9 else text
+
+    def new_path(self) -> str:
+        r = self.rng
+        for _ in range(50):
+            kind = r.random()
+            if kind < 0.35:
+                path = f"{ROOT}/{r.choice(TOPICS)}.md"
+            elif kind < 0.55:
+                path = f"{ROOT}/people/{r.choice(PEOPLE).lower()}.md"
+            elif kind < 0.8:
+                path = f"{ROOT}/projects/{r.choice(PROJECTS)}/{r.choice(PROJECT_DOCS)}.md"
+            else:
+                slug = r.choice(PROJECTS)
+                path = f"{ROOT}/meetings/{self.day.isoformat()}-{slug}.md"
+            if not self.taken(path):
+                return path
+        return f"{ROOT}/notes-{len(self.steps)}.md"
+
+    # --- a session
+
+    def session(self) -> None:
+        r = self.rng
+        self.day += timedelta(days=r.choice((0, 1, 1, 2, 3)))
+        self.view_dir(ROOT)
+        seen: list[str] = []
+        if self.files:
+            seen = r.sample(list(self.files), min(r.choice((1, 1, 2, 2, 3)), len(self.files)))
+            for path in seen:
+                self.view_file(path)
+        if r.random() < 0.12 and (dirs := self.dirs()):
+            self.view_dir(r.choice(dirs))
+        for _ in range(r.choice((0, 1, 1, 2, 2, 3, 4))):
+            edited = self.edit([p for p in seen if p in self.files])
+            if edited in self.files and r.random() < 0.2:
+                self.view_file(edited)
+
+    def edit(self, seen: list[str]) -> str | None:
+        r = self.rng
+        n = len(self.files)
+        if n < 6:
+            weights = {"create": 60, "str_replace": 20, "insert": 15, "fail": 5}
+        else:
+            weights = {
+                "str_replace": 40,
+                "insert": 25,
+                "create": 12 if n < 30 else 3,
+                "rename": 3,
+                "delete": 3 if n > 10 else 0,
+                "fail": 8,
+            }
+        if n == 0:
+            weights = {"create": 1}
+        kind = r.choices(list(weights), list(weights.values()))[0]
+        if kind == "create":
+            return self.create()
+        path = r.choice(seen) if seen and r.random() < 0.7 else r.choice(list(self.files))
+        if kind == "str_replace":
+            return self.str_replace(path) or self.insert(path)
+        if kind == "insert":
+            return self.insert(path)
+        if kind == "rename":
+            return self.rename(path)
+        if kind == "delete":
+            return self.delete(path)
+        return self.fail(path)
+
+    # --- commands
+
+    def view_dir(self, path: str) -> None:
+        self.emit("view dir", {"command": "view", "path": path})
+
+    def view_file(self, path: str) -> None:
+        command: Command = {"command": "view", "path": path}
+        if self.rng.random() < 0.15:
+            total = len(self.files[path].split("\n"))
+            start = self.rng.randint(1, max(1, total))
+            end = self.rng.choice((-1, min(total, start + self.rng.randint(2, 10))))
+            command["view_range"] = [start, end]
+        self.emit("view file", command)
+
+    def create(self) -> str:
+        path = self.new_path()
+        text = self.new_file_text(path)
+        self.files[path] = text
+        self.emit("create", {"command": "create", "path": path, "file_text": text})
+        return path
+
+    def str_replace(self, path: str) -> str | None:
+        r = self.rng
+        content = self.files[path]
+        lines = content.split("\n")
+        body = [x for x in lines if x.startswith("- ") and content.count(x) == 1]
+        if not body:
+            return None
+        line = r.choice(body)
+        roll = r.random()
+        if (len(content) > 3000 and roll < 0.5) or roll < 0.08:
+            old, new = line + "\n", ""  # a line removed
+            if content.count(old) != 1:  # the last line, without a final newline
+                old, new = line, self.line()
+        elif roll < 0.6:
+            old, new = line, self.line()  # a line rewritten
+        elif roll < 0.88:
+            words = line.split(" ")
+            i = r.randint(1, max(1, len(words) - 2))
+            old = " ".join(words[i : i + r.randint(2, 4)])
+            if not old or content.count(old) != 1:
+                old = line
+            new = f"{old} {r.choice(ADDENDA)}"  # a fragment amended
+        else:
+            k = lines.index(line)
+            pair = "\n".join(lines[k : k + 2])
+            old = pair if k + 1 < len(lines) and content.count(pair) == 1 else line
+            new = self.line()  # two lines merged into one
+        self.files[path] = content.replace(old, new)
+        self.emit(
+            "str_replace",
+            {"command": "str_replace", "path": path, "old_str": old, "new_str": new},
+        )
+        return path
+
+    def insert(self, path: str) -> str:
+        r = self.rng
+        lines = _split_lines(self.files[path])
+        roll = r.random()
+        at = len(lines) if roll < 0.5 else min(len(lines), 2) if roll < 0.7 else None
+        if at is None:
+            at = r.randint(0, len(lines))
+        text = self.line()
+        if r.random() < 0.1:
+            text += "\n" + self.line()
+        if r.random() < 0.2:
+            text += "\n"  # models often end insert_text with a newline
+        self.files[path] = _inserted(self.files[path], at, text)
+        self.emit(
+            "insert",
+            {"command": "insert", "path": path, "insert_line": at, "insert_text": text},
+        )
+        return path
+
+    def rename(self, path: str) -> str | None:
+        r = self.rng
+        name = Path(path).name
+        for _ in range(10):
+            if r.random() < 0.5:
+                dest = f"{ROOT}/archive/{name}"
+                if self.taken(dest):
+                    dest = f"{ROOT}/archive/{self.day.year}/{name}"
+            else:
+                dest = f"{path[: -len('.md')]}-{r.choice(SUFFIXES)}.md"
+            if not self.taken(dest):
+                self.files[dest] = self.files.pop(path)
+                self.gone.append(path)
+                self.emit("rename", {"command": "rename", "old_path": path, "new_path": dest})
+                return dest
+        return None
+
+    def delete(self, path: str) -> None:
+        r = self.rng
+        dirs = self.dirs()
+        if dirs and r.random() < 0.15:
+            path = r.choice(dirs)
+        below = [p for p in self.files if p == path or p.startswith(path + "/")]
+        for p in below:
+            del self.files[p]
+            self.gone.append(p)
+        self.emit("delete", {"command": "delete", "path": path})
+
+    def fail(self, path: str) -> None:
+        r = self.rng
+        roll = r.random()
+        content = self.files[path]
+        body = [x for x in content.split("\n") if x.startswith("- ")]
+        if roll < 0.5 and body:
+            # Misremembered: the line with a name, a date or a word changed.
+            line = r.choice(body)
+            words = line.split(" ")
+            i = r.randint(1, len(words) - 1)
+            words[i] = r.choice((*PEOPLE, "2024-12-31", "quickly", "Tuesday"))
+            old = " ".join(words)
+            if content.count(old) == 0:
+                command = {
+                    "command": "str_replace",
+                    "path": path,
+                    "old_str": old,
+                    "new_str": self.line(),
+                }
+                self.emit("str_replace (no match)", command, ok=False)
+                return
+        if roll < 0.8:
+            stale = [p for p in self.gone if not self.taken(p)]
+            missing = r.choice(stale) if stale else f"{ROOT}/{r.choice(TOPICS)}-notes.md"
+            if not self.taken(missing):
+                self.emit("view (missing)", {"command": "view", "path": missing}, ok=False)
+                return
+        at = len(_split_lines(content)) + r.randint(1, 3)
+        command = {"command": "insert", "path": path, "insert_line": at, "insert_text": self.line()}
+        self.emit("insert (bad line)", command, ok=False)
+
+
+def _split_lines(content: str) -> list[str]:
+    # The reference's lines for insert: split on LF, without the empty tail of a final newline.
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _inserted(content: str, at: int, text: str) -> str:
+    lines = _split_lines(content)
+    lines.insert(at, text.rstrip("\n"))
+    out = "\n".join(lines)
+    return out if out.endswith("\n") else out + "\n"
+
+
+def _replay_model(steps: Sequence[Step]) -> dict[str, str]:
+    """The files the steps leave, computed again from the commands alone (a check on
+    the builder's bookkeeping: the trace is cut at n commands mid-session)."""
+    files: dict[str, str] = {}
+    for step in steps:
+        c = step.command
+        if not step.ok:
+            continue
+        name = c["command"]
+        if name == "create":
+            files[c["path"]] = c["file_text"]
+        elif name == "str_replace":
+            files[c["path"]] = files[c["path"]].replace(c["old_str"], c["new_str"])
+        elif name == "insert":
+            files[c["path"]] = _inserted(files[c["path"]], c["insert_line"], c["insert_text"])
+        elif name == "rename":
+            files[c["new_path"]] = files.pop(c["old_path"])
+        elif name == "delete":
+            for p in [p for p in files if p == c["path"] or p.startswith(c["path"] + "/")]:
+                del files[p]
+    return files
+
+
+def make_trace(n: int, seed: int = 7) -> Trace:
+    """`n` memory-tool commands of an agent's sessions, the same for the same seed."""
+    return TraceBuilder(seed).build(n)
+
+
+# ------------------------------------------------------------------------------- the sides
+
+
+class Side(Protocol):
+    def run(self, command: Command) -> Outcome: ...
+    def files(self) -> list[str]: ...
+
+
+class SqlSide:
+    """`memory.run` on one autocommit connection, as the service acting for `owner`."""
+
+    def __init__(
+        self, dsn: str, owner: uuid.UUID, org: str = ORG, settings: dict[str, str] | None = None
+    ) -> None:
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        for key, value in (settings or {}).items():
+            self.conn.execute("SELECT set_config(%s, %s, false)", (key, value))
+        self.cur = self.conn.cursor()
+        self.org = org
+        self.owner = owner
+        self.ns = Jsonb({"scope": "user", "owner_id": str(owner)})
+
+    def run(self, command: Command) -> Outcome:
+        try:
+            self.cur.execute(RUN_SQL, (self.org, Jsonb(command), self.ns))
+            row = self.cur.fetchone()
+        except psycopg.Error as err:
+            return False, err.diag.message_primary or repr(err)
+        assert row is not None
+        return True, row[0]
+
+    def files(self) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT path FROM memory.list_files(%s::uuid, %s::jsonb)", (self.org, self.ns)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def use(self, owner: uuid.UUID) -> None:
+        self.owner = owner
+        self.ns = Jsonb({"scope": "user", "owner_id": str(owner)})
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class ClientSide:
+    """`Memory(dsn).as_user(user).run(...)`: a transaction per call with the user's claims."""
+
+    def __init__(self, dsn: str, user: uuid.UUID, org: str = ORG) -> None:
+        from pgmemory import Memory
+
+        self.memory = Memory(dsn)
+        self.org = org
+        self.use(user)
+
+    def use(self, user: uuid.UUID) -> None:
+        self.user = self.memory.as_user(user)
+
+    def run(self, command: Command) -> Outcome:
+        from pgmemory import PgMemoryError
+
+        try:
+            return True, self.user.run(self.org, command)
+        except PgMemoryError as err:
+            return False, err.message
+
+    def files(self) -> list[str]:
+        return [f.path for f in self.user.list_files(self.org)]
+
+    def close(self) -> None:
+        self.memory.close()
+
+
+class LocalSide:
+    """The SDK's `BetaLocalFilesystemMemoryTool` on a directory."""
+
+    def __init__(self, base: Path) -> None:
+        from anthropic.tools.memory import BetaLocalFilesystemMemoryTool
+
+        self.tool = BetaLocalFilesystemMemoryTool(base_path=str(base))
+        self.root = self.tool.memory_root
+
+    def run(self, command: Command) -> Outcome:
+        from anthropic.lib.tools import ToolError
+
+        try:
+            return True, str(self.tool.call(command))
+        except ToolError as err:
+            return False, str(err)
+
+    def files(self) -> list[str]:
+        out = []
+        for current, _dirs, names in os.walk(self.root):
+            rel = Path(current).relative_to(self.root).as_posix()
+            prefix = ROOT if rel == "." else f"{ROOT}/{rel}"
+            out.extend(f"{prefix}/{name}" for name in names)
+        return sorted(out)
+
+
+@dataclass
+class Replay:
+    latency_ms: list[float]
+    outcomes: list[Outcome]
+    wall_s: float
+    final: dict[str, str] = field(default_factory=dict)  # path -> text of its view
+
+
+def replay(side: Side, steps: Sequence[Step]) -> Replay:
+    latency: list[float] = []
+    outcomes: list[Outcome] = []
+    clock = time.perf_counter_ns
+    start = time.perf_counter()
+    for step in steps:
+        t0 = clock()
+        outcome = side.run(step.command)
+        latency.append((clock() - t0) / 1e6)
+        outcomes.append(outcome)
+    return Replay(latency, outcomes, time.perf_counter() - start)
+
+
+def final_views(side: Side) -> dict[str, str]:
+    """A view of every file the side holds (after the timed replay)."""
+    out = {}
+    for path in side.files():
+        ok, text = side.run({"command": "view", "path": path})
+        out[path] = text if ok else f"<error> {text}"
+    return out
+
+
+def view_mismatches(reference: dict[str, str], got: dict[str, str]) -> int:
+    """Files on one side only, plus files whose views differ."""
+    return len(reference.keys() ^ got.keys()) + sum(
+        reference[p] != got[p] for p in reference.keys() & got.keys()
+    )
+
+
+def outcome_mismatches(steps: Sequence[Step], reference: Replay, got: Replay) -> int:
+    return sum(
+        a != b
+        for step, a, b in zip(steps, reference.outcomes, got.outcomes, strict=True)
+        if step.label not in NOT_COMPARED
+    )
+
+
+def unexpected(steps: Sequence[Step], got: Replay) -> int:
+    """Commands whose success or failure is not what the trace's model expects."""
+    return sum(step.ok != ok for step, (ok, _text) in zip(steps, got.outcomes, strict=True))
+
+
+# ------------------------------------------------------------------------------- one round
+
+
+def figures(steps: Sequence[Step], latencies: Sequence[Sequence[float]], wall_s: float) -> dict:
+    """One round of one side: p50/p95 per command type and overall, commands/s.
+    `latencies` holds one replay's list per client (pooled)."""
+    by: dict[str, list[float]] = {label: [] for label in LABELS}
+    everything: list[float] = []
+    for lat in latencies:
+        for step, ms in zip(steps, lat, strict=True):
+            by[step.label].append(ms)
+        everything.extend(lat)
+    return {
+        "throughput": len(everything) / wall_s,
+        "all": (percentile(everything, 50), percentile(everything, 95)),
+        "by_command": {k: (percentile(v, 50), percentile(v, 95)) for k, v in by.items() if v},
+    }
+
+
+class Round:
+    """Fresh namespaces and directories for one round of every side."""
+
+    def __init__(self, dsn: str, scratch: Path, tag: int) -> None:
+        self.dsn = dsn
+        self.scratch = scratch
+        self.tag = tag
+        self.n = 0
+
+    def owner(self) -> uuid.UUID:
+        self.n += 1
+        return uuid.UUID(int=(0xC0 << 120) | (self.tag << 32) | self.n)
+
+    def directory(self) -> Path:
+        self.n += 1
+        path = self.scratch / f"r{self.tag}-{self.n}"
+        path.mkdir()
+        return path
+
+    def grant(self, user: uuid.UUID) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("SELECT memory.grant(%s, %s, 'memory.read')", (ORG, user))
+
+
+def run_local(rnd: Round, steps: Sequence[Step], warm: Sequence[Step]) -> Replay:
+    replay(LocalSide(rnd.directory()), warm)
+    side = LocalSide(rnd.directory())
+    result = replay(side, steps)
+    result.final = final_views(side)
+    return result
+
+
+def run_sql(
+    rnd: Round, steps: Sequence[Step], warm: Sequence[Step], settings: dict[str, str] | None = None
+) -> Replay:
+    side = SqlSide(rnd.dsn, rnd.owner(), settings=settings)
+    try:
+        real = side.owner
+        side.use(rnd.owner())
+        replay(side, warm)
+        side.use(real)
+        result = replay(side, steps)
+        result.final = final_views(side)
+    finally:
+        side.close()
+    return result
+
+
+def run_sql_async(rnd: Round, steps: Sequence[Step], warm: Sequence[Step]) -> Replay:
+    return run_sql(rnd, steps, warm, {"synchronous_commit": "off"})
+
+
+def run_client(rnd: Round, steps: Sequence[Step], warm: Sequence[Step]) -> Replay:
+    real, scratch = rnd.owner(), rnd.owner()
+    rnd.grant(real)
+    rnd.grant(scratch)
+    side = ClientSide(rnd.dsn, scratch)
+    try:
+        replay(side, warm)
+        side.use(real)
+        result = replay(side, steps)
+        result.final = final_views(side)
+    finally:
+        side.close()
+    return result
+
+
+def run_concurrent(
+    rnd: Round, steps: Sequence[Step], warm: Sequence[Step], clients: int
+) -> tuple[list[Replay], float]:
+    """`clients` threads, one connection and one user namespace each, released at once."""
+    sides = [SqlSide(rnd.dsn, rnd.owner()) for _ in range(clients)]
+    owners = [s.owner for s in sides]
+    for side in sides:  # warm every connection (plans, caches) on a scratch namespace
+        side.use(rnd.owner())
+        replay(side, warm)
+    for side, owner in zip(sides, owners, strict=True):
+        side.use(owner)
+    barrier = threading.Barrier(clients + 1)
+    results: list[Replay | None] = [None] * clients
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = replay(sides[i], steps)
+        except BaseException as e:  # reported after the join
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    try:
+        if errors:
+            raise errors[0]
+        done = [r for r in results if r is not None]
+        for side, r in zip(sides, done, strict=True):
+            r.final = final_views(side)
+    finally:
+        for side in sides:
+            side.close()
+    return done, wall
+
+
+# ------------------------------------------------------------------------------- the benchmark
+
+
+def measure(
+    dsn: str, trace: Trace, rounds: int, clients: int = CLIENTS, scratch: Path | None = None
+) -> dict[str, Any]:
+    steps = trace.steps
+    warm = steps[:WARMUP]
+    per_round: dict[str, list[dict]] = {side: [] for side in SIDES}
+    checks: dict[str, Any] = {
+        "final_view_mismatches": {side: [] for side in SIDES if side != "local"},
+        "outcome_mismatches": {side: [] for side in SIDES if side != "local"},
+        "unexpected_outcomes": [],
+        "model_mismatches": [],
+        "files_at_end": [],
+    }
+    own_scratch = scratch is None
+    scratch = scratch or Path(tempfile.mkdtemp(prefix="pgmemory-core-"))
+    try:
+        for r in range(rounds):
+            rnd = Round(dsn, scratch, r)
+            local = run_local(rnd, steps, warm)
+            per_round["local"].append(figures(steps, [local.latency_ms], local.wall_s))
+            checks["unexpected_outcomes"].append(unexpected(steps, local))
+            checks["model_mismatches"].append(
+                view_mismatches(
+                    {p: _expected_view(p, c) for p, c in trace.files.items()}, local.final
+                )
+            )
+            checks["files_at_end"].append(len(local.final))
+            line = [f"round {r + 1}/{rounds}: local {len(steps) / local.wall_s:,.0f}/s"]
+            for key, run in (
+                ("sql", run_sql),
+                ("sql_async", run_sql_async),
+                ("client", run_client),
+            ):
+                got = run(rnd, steps, warm)
+                per_round[key].append(figures(steps, [got.latency_ms], got.wall_s))
+                checks["final_view_mismatches"][key].append(view_mismatches(local.final, got.final))
+                checks["outcome_mismatches"][key].append(outcome_mismatches(steps, local, got))
+                line.append(f"{key} {len(steps) / got.wall_s:,.0f}/s")
+            many, wall = run_concurrent(rnd, steps, warm, clients)
+            per_round["sql8"].append(figures(steps, [m.latency_ms for m in many], wall))
+            checks["final_view_mismatches"]["sql8"].append(
+                sum(view_mismatches(local.final, m.final) for m in many)
+            )
+            checks["outcome_mismatches"]["sql8"].append(
+                sum(outcome_mismatches(steps, local, m) for m in many)
+            )
+            line.append(f"{clients} clients {clients * len(steps) / wall:,.0f}/s")
+            print(", ".join(line), flush=True)
+        prof = profile(Round(dsn, scratch, rounds), steps, warm)
+    finally:
+        if own_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    sides: dict[str, Any] = {}
+    for key, label in SIDES.items():
+        rs = per_round[key]
+        sides[key] = {
+            "label": label,
+            "throughput_per_s": summary([x["throughput"] for x in rs]),
+            "all": {
+                "p50_ms": summary([x["all"][0] for x in rs]),
+                "p95_ms": summary([x["all"][1] for x in rs]),
+            },
+            "by_command": {
+                cmd: {
+                    "p50_ms": summary([x["by_command"][cmd][0] for x in rs]),
+                    "p95_ms": summary([x["by_command"][cmd][1] for x in rs]),
+                }
+                for cmd in LABELS
+                if cmd in rs[0]["by_command"]
+            },
+        }
+    sides["sql8"]["clients"] = clients
+    return {"sides": sides, "checks": checks, "profile": prof}
+
+
+def profile(rnd: Round, steps: Sequence[Step], warm: Sequence[Step], top: int = 12) -> dict:
+    """Where memory.run spends its time on the server: one more replay (memory.run (SQL))
+    with `track_functions = all`, then pg_stat_user_functions of this database (reset
+    first). PostgreSQL counts only calls that return, so failed commands are left out."""
+    side = SqlSide(rnd.dsn, rnd.owner(), settings={"track_functions": "all"})
+    try:
+        real = side.owner
+        side.use(rnd.owner())
+        replay(side, warm)
+        side.use(real)
+        side.conn.execute("SELECT pg_stat_force_next_flush()")  # the warm-up's counters
+        side.conn.execute("SELECT pg_stat_reset()")
+        got = replay(side, steps)
+        side.conn.execute("SELECT pg_stat_force_next_flush()")
+        side.conn.execute("SELECT 1")
+    finally:
+        side.close()
+    query = (
+        "SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions "
+        "WHERE schemaname = 'memory' ORDER BY self_time DESC"
+    )
+    rows: list[tuple[str, int, float, float]] = []
+    with psycopg.connect(rnd.dsn, autocommit=True) as conn:
+        for _ in range(50):  # the backend flushes its counters when it next goes idle
+            rows = conn.execute(query).fetchall()
+            if any(name == "run" for name, *_ in rows):
+                break
+            time.sleep(0.1)
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+    run = next(((calls, total) for name, calls, total, _ in rows if name == "run"), None)
+    if run is None:
+        return {}
+    calls, total = run
+    ok = [i for i, (good, _) in enumerate(got.outcomes) if good]
+    return {
+        "run_calls": calls,
+        "run_server_ms_per_call": total / calls,
+        "client_ms_per_ok_command": statistics.fmean(got.latency_ms[i] for i in ok),
+        "functions": [
+            {
+                "name": name,
+                "calls": n,
+                "self_us_per_call": 1000 * self_ms / n,
+                "self_share_of_run": self_ms / total,
+            }
+            for name, n, _total, self_ms in rows[:top]
+        ],
+    }
+
+
+def _expected_view(path: str, content: str) -> str:
+    lines = content.split("\n")
+    numbered = "\n".join(f"{i:>6}\t{line}" for i, line in enumerate(lines, 1))
+    return f"Here's the content of {path} with line numbers:\n{numbered}"
+
+
+def server_settings(dsn: str) -> dict[str, str]:
+    names = ("fsync", "synchronous_commit", "shared_buffers", "wal_sync_method", "jit")
+    with psycopg.connect(dsn) as conn:
+        return {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="2,000 commands instead of 10,000")
+    ap.add_argument("--rounds", type=int, default=3, help="replays per side (median and spread)")
+    ap.add_argument("--commands", type=int, help="trace length (overrides --quick)")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    n = args.commands or (2_000 if args.quick else 10_000)
+
+    trace = make_trace(n, args.seed)
+    mix = trace.mix()
+    print(f"trace: {n:,} commands, {len(trace.files)} files at the end; " + _mix_text(mix))
+
+    results: dict[str, Any] = {
+        "quick": args.quick,
+        "commands": n,
+        "seed": args.seed,
+        "rounds": args.rounds,
+        "warmup": WARMUP,
+        "clients": CLIENTS,
+        "mix": mix,
+        "expected_failures": sum(not s.ok for s in trace.steps),
+        "bytes_at_end": sum(len(c.encode()) for c in trace.files.values()),
+    }
+    results["loadavg_before"] = os.getloadavg()
+    with embedded_server("core") as srv:
+        dsn = create_database(srv, "core")
+        results["versions"] = server_versions(dsn)
+        results["server_settings"] = server_settings(dsn)
+        results.update(measure(dsn, trace, args.rounds))
+    results["loadavg_after"] = os.getloadavg()
+    name = "core-quick" if args.quick else "core"
+    print()
+    print(report_tables(results))
+    print()
+    for t in targets(results):
+        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['measured']}")
+    write_results(name, results)
+    plot(results, RESULTS_DIR / f"{name}-latency.png")
+
+
+# ------------------------------------------------------------------------------- reporting
+
+
+def _mix_text(mix: dict[str, int]) -> str:
+    total = sum(mix.values())
+    return ", ".join(f"{label} {count / total:.1%}" for label, count in mix.items())
+
+
+def _ms(s: dict[str, float]) -> str:
+    return f"{s['median']:.3f} ({s['min']:.3f}..{s['max']:.3f})"
+
+
+def _rate(s: dict[str, float]) -> str:
+    return f"{s['median']:,.0f} ({s['min']:,.0f}..{s['max']:,.0f})"
+
+
+def latency_table(r: dict[str, Any], stat: str) -> str:
+    sides = r["sides"]
+    rows = []
+    for label in LABELS:
+        if label not in r["mix"]:
+            continue
+        rows.append(
+            (
+                label,
+                f"{r['mix'][label]:,}",
+                *(_ms(sides[k]["by_command"][label][stat]) for k in SIDES),
+            )
+        )
+    rows.append(
+        ("**all commands**", f"{r['commands']:,}", *(_ms(sides[k]["all"][stat]) for k in SIDES))
+    )
+    return table(["command", "in trace", *(sides[k]["label"] for k in SIDES)], rows)
+
+
+def throughput_table(r: dict[str, Any]) -> str:
+    sides = r["sides"]
+    checks = r["checks"]
+    rows = []
+    for key in SIDES:
+        mism = (
+            "reference"
+            if key == "local"
+            else f"{sum(checks['final_view_mismatches'][key])} / "
+            f"{sum(checks['outcome_mismatches'][key])}"
+        )
+        rows.append((sides[key]["label"], _rate(sides[key]["throughput_per_s"]), mism))
+    return table(
+        ["side", "commands/s", "mismatches: final views / command outcomes (all rounds)"], rows
+    )
+
+
+def report_tables(r: dict[str, Any]) -> str:
+    return "\n".join(
+        [
+            f"Latency p50, ms: median over {r['rounds']} rounds (min..max)",
+            latency_table(r, "p50_ms"),
+            "",
+            f"Latency p95, ms: median over {r['rounds']} rounds (min..max)",
+            latency_table(r, "p95_ms"),
+            "",
+            f"Throughput, commands/s ({r['clients']} clients: all commands of all clients "
+            "per second of wall time)",
+            throughput_table(r),
+            *(
+                ["", "memory.run's functions by self time", profile_table(r)]
+                if r["profile"]
+                else []
+            ),
+        ]
+    )
+
+
+def _worst(r: dict[str, Any], key: str = "sql") -> tuple[str, float]:
+    by = r["sides"][key]["by_command"]
+    label = max(by, key=lambda k: by[k]["p50_ms"]["median"])
+    return label, by[label]["p50_ms"]["median"]
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    r = results
+    sql = r["sides"]["sql"]
+    overall = sql["all"]["p50_ms"]
+    worst, worst_ms = _worst(r)
+    nosync = r["sides"]["sql_async"]["by_command"]
+    nosync_worst, nosync_worst_ms = _worst(r, "sql_async")
+    mism = sum(sum(v) for v in r["checks"]["final_view_mismatches"].values())
+    outcome = sum(sum(v) for v in r["checks"]["outcome_mismatches"].values())
+    return [
+        {
+            "target": f"memory.run p50 ≤ {TARGET_MS:g} ms per command over a local socket",
+            "measured": f"{overall['median']:.2f} ms (all commands, median of {r['rounds']} "
+            f"rounds, {overall['min']:.2f}..{overall['max']:.2f})",
+            "met": overall["median"] <= TARGET_MS,
+        },
+        {
+            "target": f"memory.run p50 ≤ {TARGET_MS:g} ms for every command type",
+            "measured": f"worst: {worst} {worst_ms:.2f} ms; with synchronous_commit off "
+            f"{nosync[worst]['p50_ms']['median']:.2f} ms (worst {nosync_worst} "
+            f"{nosync_worst_ms:.2f} ms)",
+            "met": worst_ms <= TARGET_MS,
+        },
+        {
+            "target": "memory.run leaves the same files as the reference tool",
+            "measured": f"{mism} final-view and {outcome} command-outcome mismatches "
+            f"over {r['rounds']} rounds of every side",
+            "met": mism == 0 and outcome == 0,
+        },
+    ]
+
+
+def profile_table(r: dict[str, Any]) -> str:
+    rows = [
+        (
+            f"`{f['name']}`",
+            f"{f['calls']:,}",
+            f"{f['self_us_per_call']:.1f}",
+            f"{f['self_share_of_run']:.0%}",
+        )
+        for f in r["profile"]["functions"]
+    ]
+    return table(["function", "calls", "self µs per call", "share of memory.run's time"], rows)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    r = results
+    name = "core-quick" if r.get("quick") else "core"
+    sql8 = r["sides"]["sql8"]
+    s = r["server_settings"]
+    prof = r.get("profile") or {}
+    load = r.get("loadavg_before")
+    cmd = "`.venv/bin/python -m bench.core" + (" --quick`" if r.get("quick") else "`")
+    out = [
+        "## Core memory (bench/core.py)",
+        "",
+        f"One generated trace of {r['commands']:,} memory-tool commands (seed {r['seed']}), "
+        "each a dict exactly as the model sends it: an agent's sessions, each opening with "
+        "a `view` of /memories, then a few files viewed and edited; now and then a rename "
+        "(often into /memories/archive) or a delete, and a few commands that fail as an "
+        "agent's do (an old_str it misremembered, a file it had renamed, a line past the "
+        f"end). Mix: {_mix_text(r['mix'])}. At the end {r['checks']['files_at_end'][0]} "
+        f"files, {r['bytes_at_end']:,} bytes.",
+        "",
+        "Each round replays the whole trace on every side, into a fresh namespace or "
+        f"directory, after an untimed warm-up of {r['warmup']} commands on a scratch one:",
+        "",
+        "- **memory.run (SQL)**: `SELECT memory.run(org, command, ns)` on one autocommit "
+        "connection over the unix socket, as the service with "
+        '`ns = {"scope": "user", "owner_id": …}`: one round trip per command, each '
+        f"committed (`fsync` {s['fsync']}, `synchronous_commit` {s['synchronous_commit']});",
+        "- **memory.run (SQL), synchronous_commit off**: the same with the session's commits "
+        "not waiting for the WAL flush: the cost of the function without the disk;",
+        "- **pgmemory client**: `Memory(dsn).as_user(user).run(org, command)`, what an "
+        "application (and `pgmemory.anthropic.MemoryTool`) does: per command a "
+        "transaction that sets the user's claims, then the same call;",
+        "- **local tool**: the anthropic SDK's `BetaLocalFilesystemMemoryTool.call(command)` "
+        "on a directory of the same disk (it fsyncs every file it writes);",
+        f"- **{sql8['label']}**: {sql8['clients']} threads, one connection each, each "
+        "replaying the trace as memory.run (SQL) into its own user's namespace, all "
+        "released at once; latencies pooled over the clients.",
+        "",
+        "Latency is per command, measured by the client (`perf_counter`): a round's p50 and "
+        f"p95 per command type, then the median of {r['rounds']} rounds (min..max of rounds)."
+        + (
+            f" Load average when the run started: {load[0]:.2f} on {r['machine']['nproc']} cores."
+            if load and "machine" in r
+            else ""
+        ),
+        "",
+        "p50 latency, ms:",
+        "",
+        latency_table(r, "p50_ms"),
+        "",
+        "p95 latency, ms:",
+        "",
+        latency_table(r, "p95_ms"),
+        "",
+        "Throughput (for the concurrent clients: all their commands per second of wall "
+        "time), and the correctness check made on every replay: after it, the `view` of "
+        "every file must be the same text as the reference tool's, and so must every "
+        "command's outcome (success or failure and its text; directory views excepted, "
+        "whose sizes differ by design, SPEC §6):",
+        "",
+        throughput_table(r),
+        "",
+        f"![core memory p50 latency per command](../bench/results/{name}-latency.png)",
+    ]
+    if prof:
+        out += [
+            "",
+            "### Where memory.run spends its time",
+            "",
+            "One more replay of memory.run (SQL) with `track_functions = all`; "
+            "`pg_stat_user_functions` then gives each function's own (self) time. memory.run "
+            f"took on average {prof['run_server_ms_per_call']:.3f} ms per successful call on "
+            f"the server, of {prof['client_ms_per_ok_command']:.3f} ms on average per "
+            "successful command measured by the client (the rest: the round trip, parse and "
+            "bind, the commit and its WAL flush, psycopg). The functions with the most self "
+            "time:",
+            "",
+            profile_table(r),
+        ]
+    out += ["", f"Reproduce: {cmd} (`--rounds N`, `--commands N`)."]
+    return "\n".join(out)
+
+
+def plot(r: dict[str, Any], path: Path) -> None:
+    """p50 per command type: memory.run, the local tool, memory.run under 8 clients."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+        from matplotlib.ticker import FormatStrFormatter
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return
+    labels = [label for label in LABELS if label in r["mix"]] + ["all commands"]
+    keys = ("sql", "local", "sql8")
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    width = 0.8 / len(keys)
+    x = np.arange(len(labels))
+    for i, key in enumerate(keys):
+        side = r["sides"][key]
+        stats = [side["by_command"][lb]["p50_ms"] for lb in labels[:-1]] + [side["all"]["p50_ms"]]
+        med = [s["median"] for s in stats]
+        lo = [s["median"] - s["min"] for s in stats]
+        hi = [s["max"] - s["median"] for s in stats]
+        ax.bar(x + i * width, med, width, yerr=[lo, hi], capsize=2, label=side["label"])
+    ax.axhline(TARGET_MS, color="grey", linestyle="--", linewidth=1, label="1 ms target")
+    ax.set_xticks(x + width * (len(keys) - 1) / 2, labels, rotation=25, ha="right")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.set_ylabel(f"p50 latency, ms (median of {r['rounds']} rounds, min..max)")
+    ax.set_title(f"Memory-tool commands, {r['commands']:,}-command trace")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    RESULTS_DIR.mkdir(exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path.relative_to(RESULTS_DIR.parent.parent)}")
+
+
+if __name__ == "__main__":
+    main()
