@@ -66,12 +66,12 @@ INSERT = """
     INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash, text_key,
                               search_text, embedding)
     VALUES (%(org)s, %(nsid)s, %(c)s, md5(%(c)s), memory._normalized_key(%(c)s),
-            memory._search_text(%(c)s), %(v)s::real[]::vector)
+            memory._search_text(%(c)s), %(v)b::real[]::vector)
 """
 PLAIN_NEAREST = """
-    SELECT 1 - (embedding <=> %(v)s::real[]::vector) FROM memory.facts
+    SELECT 1 - (embedding <=> %(v)b::real[]::vector) FROM memory.facts
     WHERE namespace_id = %(nsid)s AND forgotten_at IS NULL
-    ORDER BY embedding <=> %(v)s::real[]::vector LIMIT 1
+    ORDER BY embedding <=> %(v)b::real[]::vector LIMIT 1
 """
 
 
@@ -138,7 +138,7 @@ def save_loop(conn: psycopg.Connection, facts: list[tuple[str, list[float]]], ns
     for content, vec in facts:
         ids.add(
             conn.execute(
-                "SELECT memory.save_fact(%s, %s, %s::real[], %s::jsonb)",
+                "SELECT memory.save_fact(%s, %s, %b::real[], %s::jsonb)",
                 (ORG, content, vec, ns_json),
             ).fetchone()[0]
         )
@@ -153,7 +153,7 @@ def search_then_insert(
     saved = 0
     for content, vec in facts:
         hit = conn.execute(
-            "SELECT similarity FROM memory.search_facts(%s, %s, %s::real[], %s::jsonb, 1, "
+            "SELECT similarity FROM memory.search_facts(%s, %s, %b::real[], %s::jsonb, 1, "
             "'{\"text_weight\": 0}')",
             (ORG, content, vec, ns_json),
         ).fetchone()

@@ -62,11 +62,11 @@ MODES = {
     "text-only": None,  # no query embedding
 }
 SEARCH = (
-    "SELECT id FROM memory.search_facts(%s, %s, %s::real[], %s::jsonb, %s, %s::jsonb) "
+    "SELECT id FROM memory.search_facts(%s, %s, %b::real[], %s::jsonb, %s, %s::jsonb) "
     "ORDER BY score DESC, id"
 )
 SEARCH_MESSAGES = (
-    "SELECT id FROM memory.search_messages(%s, %s, %s::real[], NULL, %s, %s::jsonb) "
+    "SELECT id FROM memory.search_messages(%s, %s, %b::real[], NULL, %s, %s::jsonb) "
     "ORDER BY score DESC, id"
 )
 MESSAGE_MODES = {f"messages {m}": options for m, options in MODES.items()}
@@ -193,7 +193,7 @@ def index_messages(conn: psycopg.Connection, conv: Conversation, vectors: np.nda
     conn.execute("SELECT memory.grant(%s, %s, 'memory.read')", (ORG, conv.user))
     with conn.cursor() as cur:
         cur.executemany(
-            "SELECT memory.index_message(%s, %s::jsonb, %s::real[])",
+            "SELECT memory.index_message(%s, %s::jsonb, %b::real[])",
             [
                 (
                     ORG,
@@ -536,7 +536,7 @@ def diagnose(conn: psycopg.Connection, convs: list[Conversation], q_vecs: dict) 
             gold = {c.fact_of_dia[d] for d in q["evidence"]}
             # Deep lists from search_facts itself: k = 1000 ranks each list 4000 deep.
             v_rows = conn.execute(
-                "SELECT id FROM memory.search_facts(%s, %s, %s::real[], %s::jsonb, 1000, "
+                "SELECT id FROM memory.search_facts(%s, %s, %b::real[], %s::jsonb, 1000, "
                 "'{\"text_weight\": 0}') WHERE score > 0 ORDER BY score DESC, id",
                 (ORG, q["question"], vector_literal(q_vecs[c.name][qi]), json.dumps(c.ns)),
             ).fetchall()

@@ -69,6 +69,10 @@ DECLARE
     key text;
     nearest record;
     exact boolean;
+    near_ids uuid[];       -- small namespace: each vector's nearest live fact before the batch
+    near_sims float8[];
+    batch_ids uuid[] := '{}';  -- and the facts this batch has saved so far
+    batch_vecs @extschema:vector@.vector[] := '{}';
 BEGIN
     threshold := coalesce(threshold, (memory.setting('dedupe_threshold'))::float8);
     IF threshold <= 0 OR threshold > 1 THEN
@@ -89,6 +93,19 @@ BEGIN
     PERFORM memory._lock_namespace(target, 'facts');
     -- Exact or index is decided once per batch: the namespace barely changes meanwhile.
     exact := memory._small_set('fact', org, ARRAY[target.id], NULL);
+    IF exact THEN
+        -- Every vector's nearest fact, reading the namespace once rather than once per fact.
+        WITH live AS MATERIALIZED (
+            SELECT f.id, f.embedding FROM memory.facts f
+            WHERE f.organization_id = org AND f.namespace_id = target.id
+              AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL)
+        SELECT array_agg(nn.id ORDER BY b.n), array_agg(1 - nn.d ORDER BY b.n) INTO near_ids, near_sims
+        FROM unnest(vecs) WITH ORDINALITY b(v, n)
+        LEFT JOIN LATERAL (
+            SELECT e.id, (e.embedding OPERATOR(@extschema:vector@.<=>) b.v)::float8 AS d FROM live e
+            WHERE b.v IS NOT NULL
+            ORDER BY 2, e.id LIMIT 1) nn ON true;
+    END IF;
     FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
         ord := item.n;
         vec := vecs[item.n];
@@ -97,9 +114,17 @@ BEGIN
         WHERE f.organization_id = org AND f.namespace_id = target.id AND f.forgotten_at IS NULL
           AND f.text_key = key
         ORDER BY f.created_at LIMIT 1;
-        IF nearest.id IS NULL AND vec IS NOT NULL THEN
+        IF nearest.id IS NULL AND vec IS NOT NULL AND exact THEN
+            SELECT c.id, c.similarity INTO nearest FROM (
+                SELECT near_ids[item.n] AS id, near_sims[item.n] AS similarity
+                UNION ALL
+                SELECT s.id, 1 - (s.v OPERATOR(@extschema:vector@.<=>) vec)::float8
+                FROM unnest(batch_ids, batch_vecs) s(id, v)) c
+            WHERE c.id IS NOT NULL
+            ORDER BY c.similarity DESC, c.id LIMIT 1;
+        ELSIF nearest.id IS NULL AND vec IS NOT NULL THEN
             SELECT n.id, 1 - n.distance AS similarity INTO nearest
-            FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vec, 1, exact) n;
+            FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vec, 1, false) n;
         END IF;
         IF nearest.id IS NOT NULL AND nearest.similarity >= threshold THEN
             id := NULL; duplicate_of := nearest.id; similarity := nearest.similarity;
@@ -107,6 +132,9 @@ BEGIN
             id := memory._insert_fact(target, item.fact ->> 'content', vec, nullif(item.fact -> 'source', 'null'),
                                       item.fact ->> 'embedding_model');
             duplicate_of := NULL; similarity := NULL;
+            IF exact AND vec IS NOT NULL THEN
+                batch_ids := batch_ids || id; batch_vecs := batch_vecs || vec;
+            END IF;
         END IF;
         nearest := NULL;
         RETURN NEXT;
