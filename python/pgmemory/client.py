@@ -15,10 +15,12 @@ views through the same client: its connections, identity and embedder.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -194,16 +196,30 @@ class Memory(_Client[Source]):
         Per batch: `memory.pending_embeddings(batch)`, one embedder call for all
         its texts, one `memory.set_memory_embeddings` call; then
         `on_batch(written so far, rows in the batch)`. Stops when nothing is
-        left pending (rows leased to another worker are not waited for).
+        left pending (rows leased to another worker are not waited for). A
+        batch's write runs in a second thread while the next batch is embedded:
+        the database and the embedder work at the same time (bench/embed.py).
         """
         embedder = self._need_embedder("embed_pending()")
         written = 0
-        while pending := self._source.execute(self._claims, calls.pending_embeddings(batch)):
-            vectors = embedder.embed([p.content for p in pending])
-            call = calls.set_memory_embeddings(pending, vectors, embedder.model)
-            written += self._source.execute(self._claims, call)
-            if on_batch is not None:
-                on_batch(written, len(pending))
+        in_flight: tuple[Future[int], int] | None = None  # a write, and its batch's size
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgmemory-write") as writer:
+            pending = self._source.execute(self._claims, calls.pending_embeddings(batch))
+            while pending:
+                vectors = embedder.embed([p.content for p in pending])
+                call = calls.set_memory_embeddings(pending, vectors, embedder.model)
+                if in_flight is not None:
+                    written += in_flight[0].result()
+                    if on_batch is not None:
+                        on_batch(written, in_flight[1])
+                # Claimed before this batch is written: its rows are leased, not offered again.
+                after = self._source.execute(self._claims, calls.pending_embeddings(batch))
+                in_flight = (writer.submit(self._source.execute, self._claims, call), len(pending))
+                pending = after
+            if in_flight is not None:
+                written += in_flight[0].result()
+                if on_batch is not None:
+                    on_batch(written, in_flight[1])
         return written
 
 
@@ -313,12 +329,32 @@ class AsyncMemory(_Client[AsyncSource]):
         """`Memory.embed_pending` with the embedder's `aembed`; `on_batch` may be async."""
         embedder = self._need_embedder("embed_pending()")
         written = 0
-        while pending := await self._source.execute(self._claims, calls.pending_embeddings(batch)):
-            vectors = await embedder.aembed([p.content for p in pending])
-            call = calls.set_memory_embeddings(pending, vectors, embedder.model)
-            written += await self._source.execute(self._claims, call)
-            if on_batch is not None and inspect.isawaitable(res := on_batch(written, len(pending))):
+        in_flight: tuple[asyncio.Task[int], int] | None = None  # as in Memory.embed_pending
+
+        async def finish(write: asyncio.Task[int], rows: int) -> None:
+            nonlocal written
+            written += await write
+            if on_batch is not None and inspect.isawaitable(res := on_batch(written, rows)):
                 await res
+
+        try:
+            pending = await self._source.execute(self._claims, calls.pending_embeddings(batch))
+            while pending:
+                vectors = await embedder.aembed([p.content for p in pending])
+                call = calls.set_memory_embeddings(pending, vectors, embedder.model)
+                if in_flight is not None:
+                    await finish(*in_flight)
+                    in_flight = None
+                after = await self._source.execute(self._claims, calls.pending_embeddings(batch))
+                write = asyncio.ensure_future(self._source.execute(self._claims, call))
+                in_flight = (write, len(pending))
+                pending = after
+            if in_flight is not None:
+                await finish(*in_flight)
+                in_flight = None
+        finally:
+            if in_flight is not None:  # an error meanwhile: let the write end, not dangle
+                await asyncio.gather(in_flight[0], return_exceptions=True)
         return written
 
 
