@@ -199,3 +199,26 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, or None (and no plots) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return None
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")

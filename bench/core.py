@@ -67,6 +67,8 @@ from bench._common import (
     create_database,
     embedded_server,
     percentile,
+    pyplot,
+    save_figure,
     server_versions,
     summary,
     table,
@@ -1154,16 +1156,12 @@ def markdown(results: dict[str, Any]) -> str:
 
 def plot(r: dict[str, Any], path: Path) -> None:
     """p50 per command type: memory.run, the local tool, memory.run under 8 clients."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-        from matplotlib.ticker import FormatStrFormatter
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
+    import numpy as np
+    from matplotlib.ticker import FormatStrFormatter
+
     labels = [label for label in LABELS if label in r["mix"]] + ["all commands"]
     keys = ("sql", "local", "sql8")
     fig, ax = plt.subplots(figsize=(11, 4.8))
@@ -1185,11 +1183,7 @@ def plot(r: dict[str, Any], path: Path) -> None:
     ax.set_title(f"Memory-tool commands, {r['commands']:,}-command trace")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    RESULTS_DIR.mkdir(exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path.relative_to(RESULTS_DIR.parent.parent)}")
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

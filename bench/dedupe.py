@@ -43,6 +43,8 @@ from bench._common import (
     RESULTS_DIR,
     create_database,
     embedded_server,
+    pyplot,
+    save_figure,
     server_versions,
     summary,
     table,
@@ -546,15 +548,11 @@ def _notes(r: dict[str, Any]) -> list[str]:
 
 def plot(results: dict[str, Any], path: Path) -> None:
     """facts/s by method and namespace size, and the concurrent scenarios."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import FormatStrFormatter
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
+    from matplotlib.ticker import FormatStrFormatter
+
     single = _single(results)
     prefills = sorted(single)
     methods = [m for m in METHODS if any(m in single[p] for p in prefills)] + sorted(
@@ -603,11 +601,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax2.set_xlabel("facts offered per second of wall time")
     ax2.set_title(f"{WRITERS} concurrent writers, save_facts")
     ax2.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path}")
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

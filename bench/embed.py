@@ -36,6 +36,8 @@ from bench._common import (
     RESULTS_DIR,
     create_database,
     embedded_server,
+    pyplot,
+    save_figure,
     server_versions,
     summary,
     table,
@@ -468,13 +470,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     """texts/s: raw embedder (one call, batches of the pipeline's size) and embed_pending;
     and the pipeline's time per text split into its parts."""
     p = results.get("pipeline")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     if not p:
         return
@@ -521,11 +518,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax2.set_xlabel("ms per text (median, min..max)")
     ax2.set_title(f"Beside embedding ({parts['embed']['median']:.1f} ms per text)")
     ax2.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path}")
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ from bench._common import (
     create_database,
     embedded_server,
     percentile,
+    pyplot,
+    save_figure,
     server_versions,
     table,
     vector_literal,
@@ -916,13 +918,8 @@ def markdown(results: dict[str, Any]) -> str:
 def plot(results: dict[str, Any], path: Path) -> None:
     """R@1/5/10 per method: search_facts and search_messages modes (median, min..max of the
     indexings) beside the baselines."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     methods = _methods(results)
     short = {
@@ -967,11 +964,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     )
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1, 0.93))
-    fig.tight_layout()
-    path.parent.mkdir(exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path}")
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ from bench._common import (
     create_database,
     embedded_server,
     percentile,
+    pyplot,
+    save_figure,
     server_versions,
     summary,
     table,
@@ -667,21 +669,9 @@ def measure_all(
     results["ef_search"] = measure_ef_search(conn, corpus, args.rounds, max(20, args.queries // 4))
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
-        return None
-    return plt
-
-
 def plot(r: dict[str, Any], path: Path) -> None:
     """Latency by namespace size, exact scan against HNSW."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return
     sizes = [int(s) for s in r["ladder"]]
@@ -706,15 +696,12 @@ def plot(r: dict[str, Any], path: Path) -> None:
     ax.set_title(f"Exact vs HNSW, {r['facts']:,} facts in the table")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    RESULTS_DIR.mkdir(exist_ok=True)
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path.relative_to(RESULTS_DIR.parent.parent)}")
+    save_figure(fig, path)
 
 
 def plot_groups(r: dict[str, Any], path: Path) -> None:
     """p50 latency and recall@10 by namespace group, every method side by side."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return
     groups = list(r["groups"])
@@ -731,11 +718,11 @@ def plot_groups(r: dict[str, Any], path: Path) -> None:
             r["groups"][g][m]["p50_ms"]["max"] - r["groups"][g][m]["p50_ms"]["median"]
             for g in groups
         ]
-        ax1.bar(x + i * width, med, width, yerr=[lo, hi], label=m, capsize=2)
+        color = f"C{i}"  # one color per method in both panels
+        ax1.bar(x + i * width, med, width, yerr=[lo, hi], label=m, capsize=2, color=color)
         if m in VECTOR_METHODS:
-            ax2.bar(
-                x + i * width, [r["groups"][g][m]["recall_at_10"] for g in groups], width, label=m
-            )
+            recall = [r["groups"][g][m]["recall_at_10"] for g in groups]
+            ax2.bar(x + i * width, recall, width, label=m, color=color)
     for ax in (ax1, ax2):
         ax.set_xticks(x + 0.4 - width / 2, groups)
         ax.grid(True, axis="y", alpha=0.3)
@@ -746,10 +733,7 @@ def plot_groups(r: dict[str, Any], path: Path) -> None:
     ax2.set_ylim(0, 1.05)
     ax2.set_title("Recall@10 (vector searches)")
     ax1.legend(fontsize=7)
-    fig.tight_layout()
-    RESULTS_DIR.mkdir(exist_ok=True)
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path.relative_to(RESULTS_DIR.parent.parent)}")
+    save_figure(fig, path)
 
 
 def _ms(s: dict[str, float]) -> str:
