@@ -96,15 +96,12 @@ class Source:
 
     def execute(self, claims: str | None, call: Call[T]) -> T:
         try:
-            with self.connection() as conn:
+            with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 _prepare(conn)
-                # Pipelined: BEGIN, the claims, the call and COMMIT in one round trip.
-                with conn.pipeline(), conn.cursor() as cur:
-                    with conn.transaction():
-                        if claims is not None:
-                            cur.execute(SET_CLAIMS, (claims,))
-                        cur.execute(call.sql, call.params)
-                    rows = cur.fetchall()
+                if claims is not None:
+                    cur.execute(SET_CLAIMS, (claims,))
+                cur.execute(call.sql, call.params)
+                rows = cur.fetchall()
         except psycopg.Error as exc:
             err = translate(exc)
             if err is exc:
@@ -153,14 +150,16 @@ class AsyncSource:
 
     async def execute(self, claims: str | None, call: Call[T]) -> T:
         try:
-            async with self.connection() as conn:
+            async with (
+                self.connection() as conn,
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
                 await _prepare_async(conn)
-                async with conn.pipeline(), conn.cursor() as cur:  # one round trip, as above
-                    async with conn.transaction():
-                        if claims is not None:
-                            await cur.execute(SET_CLAIMS, (claims,))
-                        await cur.execute(call.sql, call.params)
-                    rows = await cur.fetchall()
+                if claims is not None:
+                    await cur.execute(SET_CLAIMS, (claims,))
+                await cur.execute(call.sql, call.params)
+                rows = await cur.fetchall()
         except psycopg.Error as exc:
             err = translate(exc)
             if err is exc:
