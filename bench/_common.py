@@ -16,8 +16,9 @@ import re
 import shutil
 import statistics
 import subprocess
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -222,3 +223,29 @@ def save_figure(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+def run_together(count: int, work: Callable[[int], None]) -> float:
+    """`work(0)` .. `work(count - 1)` in threads released at once; the wall seconds
+    until all have ended. The first error of any thread is raised after the join."""
+    barrier = threading.Barrier(count + 1)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            work(i)
+        except BaseException as e:  # reported after the join
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return wall

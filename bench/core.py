@@ -50,7 +50,6 @@ import random
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -68,6 +67,7 @@ from bench._common import (
     embedded_server,
     percentile,
     pyplot,
+    run_together,
     save_figure,
     server_versions,
     summary,
@@ -735,28 +735,13 @@ def run_concurrent(
         replay(side, warm)
     for side, owner in zip(sides, owners, strict=True):
         side.use(owner)
-    barrier = threading.Barrier(clients + 1)
     results: list[Replay | None] = [None] * clients
-    errors: list[BaseException] = []
 
     def work(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = replay(sides[i], steps)
-        except BaseException as e:  # reported after the join
-            errors.append(e)
+        results[i] = replay(sides[i], steps)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
     try:
-        if errors:
-            raise errors[0]
+        wall = run_together(clients, work)
         done = [r for r in results if r is not None]
         for side, r in zip(sides, done, strict=True):
             r.final = final_views(side)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -44,6 +43,7 @@ from bench._common import (
     create_database,
     embedded_server,
     pyplot,
+    run_together,
     save_figure,
     server_versions,
     summary,
@@ -183,29 +183,16 @@ def plain_then_insert(
 def concurrent(dsn: str, jobs: list[tuple[str, dict]]) -> tuple[float, int]:
     """One thread and connection per job (a payload and its namespace); wall time."""
     conns = [psycopg.connect(dsn, autocommit=True) for _ in jobs]
-    barrier = threading.Barrier(len(jobs) + 1)
     saved = [0] * len(jobs)
-    errors: list[BaseException] = []
 
     def work(i: int) -> None:
-        try:
-            barrier.wait()
-            saved[i] = save_batch(conns[i], *jobs[i])[0]
-        except BaseException as e:  # reported after the join
-            errors.append(e)
+        saved[i] = save_batch(conns[i], *jobs[i])[0]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(jobs))]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    for c in conns:
-        c.close()
-    if errors:
-        raise errors[0]
+    try:
+        wall = run_together(len(jobs), work)
+    finally:
+        for c in conns:
+            c.close()
     return wall, sum(saved)
 
 
