@@ -55,6 +55,7 @@ bench: install $(BENCH_STAMP)
 	$(PY) -m bench.search --quick
 	$(PY) -m bench.dedupe --quick
 	$(PY) -m bench.core --quick
+	$(PY) -m bench.view --quick
 	$(PY) -m bench.report --quick
 
 .PHONY: bench-full
@@ -64,6 +65,7 @@ bench-full: install $(BENCH_STAMP)
 	$(PY) -m bench.search
 	$(PY) -m bench.dedupe
 	$(PY) -m bench.core
+	$(PY) -m bench.view
 	$(PY) -m bench.report
 
 clean:

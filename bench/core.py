@@ -32,7 +32,7 @@ warm-up of the same connection (or tool) on a scratch one:
 
 Correctness is checked on every replay: after it, a `view` of every file
 (untimed) must give the same text on both sides, and so must every command's
-outcome (success or failure, and its text), directory views excepted (SPEC §6:
+outcome (success or failure, and its text), directory views excepted (docs/core-memory.md:
 directory sizes are the bytes below, and there are no empty directories).
 
 Last, one more replay of memory.run (SQL) with `track_functions = all` shows
@@ -1114,7 +1114,7 @@ def markdown(results: dict[str, Any]) -> str:
         "time), and the correctness check made on every replay: after it, the `view` of "
         "every file must be the same text as the reference tool's, and so must every "
         "command's outcome (success or failure and its text; directory views excepted, "
-        "whose sizes differ by design, SPEC §6):",
+        "whose sizes differ by design, see docs/core-memory.md):",
         "",
         throughput_table(r),
         "",

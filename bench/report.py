@@ -22,13 +22,14 @@ from typing import Any
 from bench._common import RESULTS_DIR, ROOT
 
 DOC = ROOT / "docs" / "benchmarks.md"
-# In the order of the issue: search at scale, core memory, dedupe, LoCoMo, embedding.
+# Search at scale, core memory, dedupe, LoCoMo, embedding, long-file views.
 MODULES = {
     "search": "Filtered hybrid search at scale",
     "core": "Core memory",
     "dedupe": "Saving with dedupe",
     "locomo": "Retrieval quality on LoCoMo",
     "embed": "Embedding",
+    "view": "Viewing long files",
 }
 
 

@@ -71,6 +71,14 @@ class Principal:
         self.conn.close()
 
 
+def not_the_service(login: str, role: str = "memory_service") -> str:
+    """What an untrusted login that sends no claims is told."""
+    return (
+        f"this login is not the service: not a superuser nor a member of role {role}"
+        f" (GRANT {role} TO {login} makes it one; a user's call sets request.jwt.claims)"
+    )
+
+
 def user_claims(user_id: uuid.UUID | str) -> dict[str, str]:
     return {"sub": str(user_id), "role": "authenticated"}
 

@@ -1,5 +1,5 @@
 -- Tables. Every table leads its primary key with its distribution column
--- (organization_id) so the same schema distributes on Citus (SPEC §13).
+-- (organization_id) so the same schema distributes on Citus.
 -- Users never touch tables: no grants, and row-level security with no
 -- policy as a second wall (functions run as the table owner, who bypasses it).
 
@@ -116,11 +116,13 @@ CREATE TABLE memory.messages (
     created_at timestamptz NOT NULL DEFAULT now(),
     indexed_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (organization_id, id),
-    UNIQUE (organization_id, chat_id, message_id),
+    -- A message is its owner's: the same chat and message ids under another
+    -- owner are another row, so no one's messages can block or shadow another's.
+    CONSTRAINT messages_message_key UNIQUE (organization_id, namespace_id, chat_id, message_id),
     FOREIGN KEY (organization_id, namespace_id)
         REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
 );
-CREATE INDEX messages_namespace_idx ON memory.messages (organization_id, namespace_id, chat_id);
+CREATE INDEX messages_chat_idx ON memory.messages (organization_id, chat_id);  -- the service's delete_chat
 CREATE UNIQUE INDEX messages_id_idx ON memory.messages (id);
 CREATE INDEX messages_embedding_idx ON memory.messages
     USING hnsw (embedding @extschema:vector@.vector_cosine_ops);

@@ -1,4 +1,4 @@
--- Errors in one place: every failure carries a stable HINT code (SPEC §5)
+-- Errors in one place: every failure carries a stable HINT code
 -- and the SQLSTATE that goes with it; the message is for humans (and, for
 -- memory.run, exactly the text the model sees).
 

@@ -1,4 +1,4 @@
--- Settings (SPEC §11): defaults live in code, changes in memory.settings.
+-- Settings: defaults live in code, changes in memory.settings.
 
 CREATE FUNCTION memory._setting_defaults() RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -65,6 +65,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     fn regprocedure;
+    problem text;
+    config regconfig;
 BEGIN
     CASE
     WHEN key IN ('max_content', 'max_render', 'view_max_chars') THEN
@@ -89,6 +91,14 @@ BEGIN
             PERFORM memory._fail('MEMORY_INVALID',
                 format('setting text_search_config must name a text search configuration, got %s', value));
         END IF;
+        config := (value ->> 0)::regconfig;
+        -- A temporary schema's name would later resolve in every caller's own temporary schema.
+        IF EXISTS (SELECT FROM pg_ts_config c
+                   WHERE c.oid = config AND (c.cfgnamespace = pg_my_temp_schema() OR pg_is_other_temp_schema(c.cfgnamespace))) THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                'setting text_search_config may not name a configuration in a temporary schema');
+        END IF;
+        RETURN to_jsonb(config::text);  -- qualified unless it is pg_catalog's, so no other schema can shadow it
     WHEN key IN ('service_role', 'service_claim', 'permissions.read', 'permissions.manage') THEN
         IF jsonb_typeof(value) <> 'string' OR value ->> 0 = '' OR octet_length(value ->> 0) > 256 THEN
             PERFORM memory._fail('MEMORY_INVALID',
@@ -100,13 +110,13 @@ BEGIN
             fn := to_regprocedure(CASE WHEN value ->> 0 LIKE '%(%' THEN value ->> 0
                                        ELSE (value ->> 0) || '(uuid,uuid,text)' END);
         END IF;
-        IF fn IS NULL
-           OR NOT (SELECT p.prorettype = 'boolean'::regtype AND p.pronargs = 3
-                          AND p.proargtypes[0] = 'uuid'::regtype AND p.proargtypes[1] = 'uuid'::regtype
-                          AND p.proargtypes[2] = 'text'::regtype
-                   FROM pg_proc p WHERE p.oid = fn) THEN
+        problem := memory._plugin_problem(fn);
+        IF fn IS NULL OR problem = 'it is not a function (uuid, uuid, text) returning boolean' THEN
             PERFORM memory._fail('MEMORY_INVALID',
                 format('setting permission_check must name a function (uuid, uuid, text) returning boolean, got %s', value));
+        END IF;
+        IF problem IS NOT NULL AND fn <> 'memory.has_permission(uuid,uuid,text)'::regprocedure THEN
+            PERFORM memory._fail('MEMORY_INVALID', format('setting permission_check may not be %s: %s', fn, problem));
         END IF;
         RETURN to_jsonb(fn::text);
     ELSE
@@ -129,17 +139,17 @@ BEGIN
     END IF;
     IF value IS NULL OR value = 'null'::jsonb THEN
         DELETE FROM memory.settings s WHERE s.key = configure.key;
-        IF key = 'text_search_config' THEN
-            PERFORM memory._rederive_search_text();
-        END IF;
-        RETURN memory._setting_defaults() -> key;
+        value := memory._setting_defaults() -> key;
+    ELSE
+        value := memory._validate_setting(key, value);
+        INSERT INTO memory.settings AS s (key, value) VALUES (configure.key, configure.value)
+        ON CONFLICT ON CONSTRAINT settings_pkey
+        DO UPDATE SET value = excluded.value, updated_at = now();
     END IF;
-    value := memory._validate_setting(key, value);
-    INSERT INTO memory.settings AS s (key, value) VALUES (configure.key, configure.value)
-    ON CONFLICT ON CONSTRAINT settings_pkey
-    DO UPDATE SET value = excluded.value, updated_at = now();
     IF key = 'text_search_config' THEN
         PERFORM memory._rederive_search_text();
+    ELSIF key = 'permission_check' THEN
+        PERFORM memory._bind_permission_check((value ->> 0)::regprocedure);
     END IF;
     RETURN value;
 END

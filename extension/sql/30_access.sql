@@ -1,4 +1,4 @@
--- Identity and access (SPEC §4). The only place that reads the caller's
+-- Identity and access. The only place that reads the caller's
 -- claims, decides who is the service, resolves namespaces and checks
 -- permissions; every public function starts with one of these helpers.
 
@@ -14,6 +14,46 @@ AS $$
                      FROM pg_roles r WHERE r.rolname = memory._setting_text('service_role')), false)
 $$;
 
+-- Why this login is not the service, and how to make it one (a login that
+-- sends no claims is most often a misconfigured application).
+CREATE FUNCTION memory._not_the_service() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('this login is not the service: not a superuser nor a member of role %s'
+                  '%s (GRANT %s TO %s makes it one; a user''s call sets request.jwt.claims)',
+                  role, CASE WHEN NOT EXISTS (SELECT FROM pg_roles r WHERE r.rolname = role)
+                             THEN ', which does not exist yet' ELSE '' END,
+                  quote_ident(role), quote_ident(session_user))
+    FROM (SELECT memory._setting_text('service_role') AS role) s
+$$;
+
+-- The caller's claims as a JSON object; anything else is MEMORY_FORBIDDEN
+-- with what is wrong, never a raw parse error.
+CREATE FUNCTION memory._claims(raw text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    claims jsonb;
+BEGIN
+    BEGIN
+        claims := raw::jsonb;
+    EXCEPTION
+        WHEN data_exception THEN  -- bad syntax, \u0000 and other escapes jsonb cannot hold
+            PERFORM memory._fail('MEMORY_FORBIDDEN',
+                format('not authenticated: request.jwt.claims is not valid JSON: %s', SQLERRM));
+        WHEN statement_too_complex OR program_limit_exceeded THEN
+            PERFORM memory._fail('MEMORY_FORBIDDEN',
+                'not authenticated: request.jwt.claims is nested too deeply to be claims');
+    END;
+    IF jsonb_typeof(claims) <> 'object' THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not authenticated: request.jwt.claims is not a JSON object');
+    END IF;
+    RETURN claims;
+END
+$$;
+
 -- Who is calling: a user (claims with a uuid `sub`) or the service.
 CREATE FUNCTION memory._caller() RETURNS memory.caller
 LANGUAGE plpgsql STABLE
@@ -27,26 +67,23 @@ BEGIN
         IF memory._service_login() THEN
             RETURN ROW(NULL, true)::memory.caller;
         END IF;
-        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not authenticated: no request.jwt.claims');
+        PERFORM memory._fail('MEMORY_FORBIDDEN', memory._not_the_service());
     END IF;
-    BEGIN
-        claims := raw::jsonb;
-    EXCEPTION WHEN invalid_text_representation THEN
-        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not authenticated: request.jwt.claims is not JSON');
-    END;
-    IF jsonb_typeof(claims) <> 'object' THEN
-        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not authenticated: request.jwt.claims is not a JSON object');
-    END IF;
+    claims := memory._claims(raw);
     IF claims ->> 'role' = memory._setting_text('service_claim') THEN
         IF memory._service_login() THEN
             RETURN ROW(NULL, true)::memory.caller;
         END IF;
         PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: this login may not act as the service');
     END IF;
-    IF jsonb_typeof(claims -> 'sub') = 'string' AND memory._is_uuid(claims ->> 'sub') THEN
-        RETURN ROW((claims ->> 'sub')::uuid, false)::memory.caller;
+    IF NOT claims ? 'sub' OR claims -> 'sub' = 'null'::jsonb THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not authenticated: claims carry no user id (sub)');
     END IF;
-    PERFORM memory._fail('MEMORY_FORBIDDEN', 'not authenticated: claims carry no user id (sub)');
+    IF jsonb_typeof(claims -> 'sub') <> 'string' OR NOT memory._is_uuid(claims ->> 'sub') THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN',
+            format('not authenticated: the claims'' sub is not a uuid: %s', left((claims -> 'sub')::text, 100)));
+    END IF;
+    RETURN ROW((claims ->> 'sub')::uuid, false)::memory.caller;
 END
 $$;
 
@@ -81,28 +118,114 @@ AS $$
           AND p.permission = has_permission.permission)
 $$;
 
--- Calls the configured permission_check (an application may plug in its own).
+-- Why `fn` may not serve as permission_check, or null when it may. The rule
+-- that keeps the plug-in from becoming a way up: it runs either with its own
+-- owner's rights (SECURITY DEFINER) or is owned by a superuser, so whoever
+-- can replace it already holds every right it could use; never from a
+-- temporary schema (any login can plant one there) nor from the extension.
+CREATE FUNCTION memory._plugin_problem(fn oid) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN p.oid IS NULL THEN 'it does not exist'
+        WHEN p.prokind <> 'f' OR p.proretset OR p.prorettype <> 'boolean'::regtype
+             OR p.pronargs <> 3 OR p.proargtypes[0] <> 'uuid'::regtype
+             OR p.proargtypes[1] <> 'uuid'::regtype OR p.proargtypes[2] <> 'text'::regtype
+            THEN 'it is not a function (uuid, uuid, text) returning boolean'
+        WHEN p.pronamespace = pg_my_temp_schema() OR pg_is_other_temp_schema(p.pronamespace)
+            THEN 'it lives in a temporary schema, where any login can create a function of that name'
+        WHEN p.pronamespace = 'memory'::regnamespace
+            THEN 'it is one of the extension''s own functions (only memory.has_permission may be named)'
+        WHEN NOT (p.prosecdef OR coalesce(r.rolsuper, false))
+            THEN 'it is neither SECURITY DEFINER nor owned by a superuser, so it would run with '
+                 'the extension owner''s rights for whoever can replace it'
+    END
+    FROM (SELECT fn) x
+    LEFT JOIN pg_proc p ON p.oid = x.fn
+    LEFT JOIN pg_roles r ON r.oid = p.proowner
+$$;
+
+-- The function memory._permission_check_call runs, by oid (null: none bound).
+CREATE FUNCTION memory._bound_permission_check() RETURNS oid
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT d.refobjid FROM pg_depend d
+    WHERE d.classid = 'pg_proc'::regclass
+      AND d.objid = to_regprocedure('memory._permission_check_call(uuid,uuid,text)')
+      AND d.refclassid = 'pg_proc'::regclass AND d.deptype = 'n'
+    LIMIT 1
+$$;
+
+-- Binds the configured permission_check: memory._permission_check_call is a
+-- SQL function whose BEGIN ATOMIC body is resolved once, here, to the
+-- validated function's oid, so a later overload or a same-named function
+-- elsewhere cannot change which function runs. The default needs no binding.
+CREATE FUNCTION memory._bind_permission_check(fn regprocedure) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fn_schema name;
+    fn_name name;
+BEGIN
+    IF fn IS NULL OR fn = 'memory.has_permission(uuid,uuid,text)'::regprocedure THEN
+        DROP FUNCTION IF EXISTS memory._permission_check_call(uuid, uuid, text);
+        RETURN;
+    END IF;
+    SELECT n.nspname, p.proname INTO fn_schema, fn_name
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = fn;
+    BEGIN
+        -- OR REPLACE keeps the oid: calls running meanwhile see the old or the new body.
+        EXECUTE format('CREATE OR REPLACE FUNCTION memory._permission_check_call('
+                       'organization_id uuid, user_id uuid, permission text) RETURNS boolean '
+                       'LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp '
+                       'BEGIN ATOMIC SELECT %I.%I($1, $2, $3); END', fn_schema, fn_name);
+    EXCEPTION WHEN ambiguous_function THEN
+        PERFORM memory._fail('MEMORY_INVALID',
+            format('setting permission_check may not be %s: an overload of it takes the same arguments, '
+                   'so a call by name is ambiguous', fn));
+    END;
+    REVOKE ALL ON FUNCTION memory._permission_check_call(uuid, uuid, text) FROM PUBLIC;
+    IF memory._bound_permission_check() IS DISTINCT FROM fn THEN
+        PERFORM memory._fail('MEMORY_INVALID', format('setting permission_check could not be bound to %s', fn));
+    END IF;
+END
+$$;
+
+-- Asks the configured permission_check (an application may plug in its
+-- own). Fails closed: a plug-in that vanished, is no longer safe to call,
+-- errors or answers null permits nothing.
 CREATE FUNCTION memory._permitted(org uuid, user_id uuid, permission text) RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- A function dropped after it was configured fails closed, not with 42883.
-    fn regprocedure := to_regprocedure(memory._setting_text('permission_check'));
-    fn_schema name;
-    fn_name name;
+    target oid;
+    problem text;
     ok boolean;
 BEGIN
-    IF fn = 'memory.has_permission(uuid,uuid,text)'::regprocedure THEN
+    IF memory._setting_text('permission_check') = 'memory.has_permission(uuid,uuid,text)' THEN
         RETURN memory.has_permission(org, user_id, permission);
     END IF;
-    IF fn IS NULL THEN
+    target := memory._bound_permission_check();
+    IF target IS NULL THEN
         PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: the configured permission_check function does not exist');
     END IF;
-    SELECT n.nspname, p.proname INTO fn_schema, fn_name
-    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = fn;
-    EXECUTE format('SELECT %I.%I($1, $2, $3)', fn_schema, fn_name)
-        INTO ok USING org, user_id, permission;
+    -- Checked on every call: its owner may have replaced or altered it since configure.
+    problem := memory._plugin_problem(target);
+    IF problem IS NOT NULL THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN',
+            format('not permitted: the configured permission_check function may not be used: %s', problem));
+    END IF;
+    BEGIN
+        ok := memory._permission_check_call(org, user_id, permission);
+    EXCEPTION WHEN OTHERS THEN
+        -- The plug-in's own error text stays in the server log: it may describe the application.
+        RAISE LOG 'pgmemory: permission_check % failed: % (%)', target::regprocedure, SQLERRM, SQLSTATE;
+        PERFORM memory._fail('MEMORY_FORBIDDEN', 'not permitted: the configured permission_check function failed');
+    END;
     RETURN coalesce(ok, false);
 END
 $$;
@@ -279,7 +402,11 @@ BEGIN
     IF who.service THEN
         RETURN;
     END IF;
-    IF target.id IS NULL OR (target.owner_id IS NOT NULL AND target.owner_id <> who.user_id) THEN
+    -- Another user's row, and a row of an organization the caller may not read,
+    -- answer exactly like a row that does not exist.
+    IF target.id IS NULL OR (target.owner_id IS NOT NULL AND target.owner_id <> who.user_id)
+       OR (target.owner_id IS NULL
+           AND NOT memory._permitted(target.organization_id, who.user_id, memory._setting_text('permissions.read'))) THEN
         PERFORM memory._fail('MEMORY_NOT_FOUND', missing);
     END IF;
     PERFORM memory._check_permissions(target.organization_id, who.user_id, target.scope, need);

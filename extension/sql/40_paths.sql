@@ -1,4 +1,4 @@
--- Paths and the memory tool's texts (SPEC §6). A path is valid only as
+-- Paths and the memory tool's texts. A path is valid only as
 -- '/memories' or '/memories/<segment>[/<segment>...]' with an optional single
 -- trailing slash; traversal is refused in every spelling, not resolved.
 
@@ -84,10 +84,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN content = '' THEN ARRAY[''] ELSE string_to_array(content, E'\n') END $$;
 
 -- Lines numbered as the reference does: the number right-aligned in 6, a tab.
+-- unnest walks the array once; subscripting it (lines[i]) would walk it from
+-- the start for every line, quadratic in a long file.
 CREATE FUNCTION memory._numbered(lines text[], first_number int) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(string_agg(lpad((first_number + i - 1)::text, 6) || E'\t' || lines[i], E'\n' ORDER BY i), '')
-    FROM generate_subscripts(lines, 1) i
+    SELECT coalesce(string_agg(lpad((first_number + t.i - 1)::text, 6) || E'\t' || t.line, E'\n' ORDER BY t.i), '')
+    FROM unnest(lines) WITH ORDINALITY AS t(line, i)
 $$;

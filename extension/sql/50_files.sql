@@ -1,5 +1,5 @@
 -- Core memory: files under /memories, the six memory-tool commands behind
--- memory.run, and read / write / list_files / render (SPEC §6).
+-- memory.run, and read / write / list_files / render.
 -- Structural changes (create, delete, rename, write) serialize per namespace
 -- on an advisory lock; edits of one file serialize on its row lock.
 
@@ -179,7 +179,7 @@ DECLARE
     last int := total;
     header text := format(E'Here''s the content of %s with line numbers:\n', raw);
     budget int := memory._setting_int('view_max_chars');
-    body text;
+    needed bigint;
     shown int;
 BEGIN
     IF total > 999999 THEN
@@ -193,16 +193,16 @@ BEGIN
                      ELSE least(view_range[2], total) END;
     END IF;
     lines := lines[first + 1 : last];
-    body := memory._numbered(lines, first + 1);
-    IF length(header) + length(body) <= budget THEN
-        RETURN header || body;
+    -- Measured before numbering: a numbered line is its text and 8 more characters
+    -- (the number in 6, a tab, a newline), so only the lines shown get numbered.
+    SELECT coalesce(max(u.used), 0), count(*) FILTER (WHERE u.used <= budget - length(header) - 200)
+    INTO needed, shown
+    FROM (SELECT sum(length(t.line) + 8) OVER (ORDER BY t.i) AS used
+          FROM unnest(lines) WITH ORDINALITY AS t(line, i)) u;
+    IF length(header) + greatest(needed - 1, 0) <= budget THEN  -- the last line has no newline
+        RETURN header || memory._numbered(lines, first + 1);
     END IF;
-    -- Too long for one view: whole lines up to the budget, then a note
-    -- pointing to view_range (each numbered line costs 8 more characters).
-    SELECT count(*) INTO shown FROM (
-        SELECT sum(length(l) + 8) OVER (ORDER BY i) AS used
-        FROM unnest(lines) WITH ORDINALITY AS t(l, i)) u
-    WHERE u.used <= budget - length(header) - 200;
+    -- Too long for one view: whole lines up to the budget, then a note pointing to view_range.
     RETURN header || memory._numbered(lines[1 : shown], first + 1)
         || format(E'\n[Output truncated at %s characters: showing lines %s-%s of %s. '
                   'Use view_range to see the other lines.]',

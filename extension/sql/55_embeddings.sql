@@ -1,4 +1,4 @@
--- Embeddings (SPEC §8): one configured type and dimension for every
+-- Embeddings: one configured type and dimension for every
 -- embedding column, validation of vectors from callers, and the pending
 -- pipeline (pending_embeddings / set_memory_embeddings) shared by every kind.
 

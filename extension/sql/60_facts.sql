@@ -1,4 +1,4 @@
--- Archival memory (SPEC §7): facts saved once (near-duplicates refused),
+-- Archival memory: facts saved once (near-duplicates refused),
 -- forgotten or superseded but kept, edited with a version bump.
 
 CREATE FUNCTION memory._normalized_key(content text) RETURNS text
@@ -32,6 +32,19 @@ BEGIN
         PERFORM memory._fail('MEMORY_TOO_LARGE',
             format('Fact content is %s characters long, over the limit of %s characters',
                    length(content), memory._setting_int('max_content')));
+    END IF;
+END
+$$;
+
+-- A fact's provenance is small metadata, not a second copy of the conversation.
+CREATE FUNCTION memory._check_source(source jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF octet_length(source::text) > 16384 THEN
+        PERFORM memory._fail('MEMORY_TOO_LARGE',
+            format('Fact source is %s bytes of JSON, over the limit of 16384 bytes', octet_length(source::text)));
     END IF;
 END
 $$;
@@ -87,6 +100,7 @@ BEGIN
             PERFORM memory._fail('MEMORY_INVALID', 'each fact must be an object with a "content" string');
         END IF;
         PERFORM memory._check_fact_text(item.fact ->> 'content');
+        PERFORM memory._check_source(item.fact -> 'source');
         vecs[item.n] := CASE WHEN item.fact -> 'embedding' <> 'null'::jsonb
                              THEN memory._embedding_json(item.fact -> 'embedding') END;
     END LOOP;

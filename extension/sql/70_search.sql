@@ -1,4 +1,4 @@
--- Hybrid ranking (SPEC §7), one implementation for facts and messages:
+-- Hybrid ranking, one implementation for facts and messages:
 -- reciprocal rank fusion of a vector list (cosine; exact for a small set,
 -- HNSW with iterative scan for a large one) and a full-text list (any shared
 -- lexeme, ranked by ts_rank_cd). `kind` is 'fact' or 'message'; each query

@@ -1,4 +1,4 @@
--- Recall (SPEC §9): earlier chat messages, embedded and searched across a
+-- Recall: earlier chat messages, embedded and searched across a
 -- user's chats. Messages live in their owner's user namespace and share the
 -- facts' embedding columns, pending pipeline and ranking.
 
@@ -18,7 +18,7 @@ $$;
 
 -- Indexes one message {id, chat_id, owner_id, role, content, temporary?,
 -- created_at? (ISO 8601), embedding_model?} (service only); idempotent per
--- (org, chat_id, id).
+-- (org, owner, chat_id, id).
 -- A temporary chat stores nothing and answers false. Changed content makes
 -- the embedding pending again (unless a new one comes with it).
 CREATE FUNCTION memory.index_message(org uuid, message jsonb, embedding real[] DEFAULT NULL) RETURNS boolean
@@ -67,20 +67,14 @@ BEGIN
     VALUES (org, owner.id, memory._message_text(message, 'chat_id', 1024), memory._message_text(message, 'id', 1024),
             memory._message_text(message, 'role', 64), content, md5(content), memory._search_text(content),
             vec, CASE WHEN vec IS NOT NULL THEN message ->> 'embedding_model' END, created)
-    ON CONFLICT (organization_id, chat_id, message_id) DO UPDATE
+    ON CONFLICT ON CONSTRAINT messages_message_key DO UPDATE
     SET role = excluded.role, content = excluded.content, content_hash = excluded.content_hash,
         search_text = excluded.search_text, created_at = excluded.created_at, indexed_at = now(),
         embedding = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding
                          WHEN m.content_hash = excluded.content_hash THEN m.embedding END,
         embedding_model = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding_model
                                WHEN m.content_hash = excluded.content_hash THEN m.embedding_model END,
-        lease_until = NULL
-    -- A message keeps its owner: another user's message with the same ids is refused below.
-    WHERE m.namespace_id = excluded.namespace_id;
-    IF NOT FOUND THEN
-        PERFORM memory._fail('MEMORY_EXISTS',
-            format('message %s of chat %s belongs to another user', message ->> 'id', message ->> 'chat_id'));
-    END IF;
+        lease_until = NULL;
     RETURN true;
 END
 $$;

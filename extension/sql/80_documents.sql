@@ -1,4 +1,4 @@
--- Documents for agent runtimes (SPEC §10), service only: versioned text
+-- Documents for agent runtimes, service only: versioned text
 -- under an opaque scope key (at most 8,192 bytes) and path (at most 4,096
 -- bytes), with optimistic concurrency and an optional lifetime. An expired
 -- document reads as absent before any purge.

@@ -1,4 +1,4 @@
--- Erasure and portability (SPEC §9b): erase everything of a user in an
+-- Erasure and portability: erase everything of a user in an
 -- organization; export a namespace as JSON that import loads back unchanged
 -- (ids, versions, timestamps and embeddings included).
 
@@ -76,8 +76,49 @@ BEGIN
 END
 $$;
 
+-- A version from an export: one that a real history could have reached. A
+-- larger one (up to bigint's end) would make the next edit overflow; 2^53 - 1
+-- is also the largest integer a JSON reader in JavaScript keeps exact.
+CREATE FUNCTION memory._import_version(item jsonb, what text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(item -> 'version') IS DISTINCT FROM 'number'
+       OR (item ->> 'version')::numeric NOT BETWEEN 1 AND 9007199254740991
+       OR (item ->> 'version')::numeric <> trunc((item ->> 'version')::numeric) THEN
+        PERFORM memory._fail('MEMORY_INVALID',
+            format('%s version must be an integer from 1 to 9007199254740991, got %s', what, left((item -> 'version')::text, 40)));
+    END IF;
+    RETURN (item ->> 'version')::bigint;
+END
+$$;
+
+-- The ids imported facts get. The service keeps the export's ids. A user's
+-- facts get new ones (their history links follow): whether an id is taken is
+-- knowledge about other users' rows, which an import must not answer.
+CREATE FUNCTION memory._import_fact_ids(data jsonb, keep boolean) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ids jsonb := '{}';
+    fact jsonb;
+BEGIN
+    FOR fact IN SELECT * FROM memory._export_array(data, 'facts') LOOP
+        IF jsonb_typeof(fact -> 'id') IS DISTINCT FROM 'string' OR NOT memory._is_uuid(fact ->> 'id') THEN
+            PERFORM memory._fail('MEMORY_INVALID', 'each fact of an export needs an "id": a uuid');
+        END IF;
+        ids := ids || jsonb_build_object((fact ->> 'id')::uuid::text,
+                                         CASE WHEN keep THEN (fact ->> 'id')::uuid ELSE gen_random_uuid() END);
+    END LOOP;
+    RETURN ids;
+END
+$$;
+
 -- Loads an export into a namespace (which must not already hold the same
 -- paths, fact ids or messages: MEMORY_EXISTS). Returns counts per kind.
+-- Messages are indexed by the service only, so only the service imports them.
 CREATE FUNCTION memory.import(org uuid, data jsonb, ns jsonb DEFAULT '{}') RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -85,7 +126,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     target memory.namespaces := memory._resolve(org, ns, 'write');
+    service boolean := (memory._caller()).service;
     item jsonb;
+    fact_ids jsonb;
     files int := 0;
     facts int := 0;
     messages int := 0;
@@ -95,6 +138,10 @@ BEGIN
        OR data -> 'version' IS DISTINCT FROM '1'::jsonb THEN
         PERFORM memory._fail('MEMORY_INVALID', 'not a pgmemory export (format "pgmemory", version 1)');
     END IF;
+    IF NOT service AND jsonb_typeof(data -> 'messages') = 'array' AND jsonb_array_length(data -> 'messages') > 0 THEN
+        PERFORM memory._fail('MEMORY_FORBIDDEN',
+            'not permitted: only the service may import messages (import as the service with owner_id, or leave "messages" empty)');
+    END IF;
     PERFORM memory._lock_namespace(target);
     PERFORM memory._lock_namespace(target, 'facts');
     BEGIN
@@ -102,22 +149,27 @@ BEGIN
             PERFORM memory._check_size(item ->> 'content');
             PERFORM memory._check_file_slot(target, memory._path(item ->> 'path'), item ->> 'path');
             INSERT INTO memory.files (organization_id, namespace_id, path, content, version, created_at, updated_at)
-            VALUES (org, target.id, memory._path(item ->> 'path'), item ->> 'content', (item ->> 'version')::bigint,
+            VALUES (org, target.id, memory._path(item ->> 'path'), item ->> 'content', memory._import_version(item, 'file'),
                     (item ->> 'created_at')::timestamptz, (item ->> 'updated_at')::timestamptz);
             files := files + 1;
         END LOOP;
+        fact_ids := memory._import_fact_ids(data, service);
         FOR item IN SELECT * FROM memory._export_array(data, 'facts') LOOP
             PERFORM memory._check_fact_text(item ->> 'content');
+            PERFORM memory._check_source(item -> 'source');
             INSERT INTO memory.facts (organization_id, id, namespace_id, content, content_hash, text_key, search_text,
                                       embedding, embedding_model, version, source, created_at, updated_at,
                                       forgotten_at, superseded_by)
-            VALUES (org, (item ->> 'id')::uuid, target.id, item ->> 'content', md5(item ->> 'content'),
-                    memory._normalized_key(item ->> 'content'), memory._search_text(item ->> 'content'),
+            VALUES (org, (fact_ids ->> ((item ->> 'id')::uuid::text))::uuid, target.id, item ->> 'content',
+                    md5(item ->> 'content'), memory._normalized_key(item ->> 'content'),
+                    memory._search_text(item ->> 'content'),
                     CASE WHEN item -> 'embedding' <> 'null' THEN memory._embedding_json(item -> 'embedding') END,
-                    item ->> 'embedding_model', (item ->> 'version')::bigint,
+                    item ->> 'embedding_model', memory._import_version(item, 'fact'),
                     nullif(item -> 'source', 'null'), (item ->> 'created_at')::timestamptz,
                     (item ->> 'updated_at')::timestamptz, (item ->> 'forgotten_at')::timestamptz,
-                    (item ->> 'superseded_by')::uuid);
+                    -- a successor outside the export keeps its id: the check below refuses it
+                    coalesce((fact_ids ->> ((item ->> 'superseded_by')::uuid::text))::uuid,
+                             (item ->> 'superseded_by')::uuid));
             facts := facts + 1;
         END LOOP;
         FOR item IN SELECT * FROM memory._export_array(data, 'messages') LOOP

@@ -24,6 +24,7 @@ from .errors import (
     NoMatch,
     NotFound,
     PgMemoryError,
+    SetupError,
     TooLarge,
 )
 
@@ -59,5 +60,6 @@ __all__ = [
     "PgMemoryError",
     "Recall",
     "SavedFact",
+    "SetupError",
     "TooLarge",
 ]

@@ -8,6 +8,7 @@ a `str` org or a `None` argument resolves to the one function signature.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from psycopg.types.json import Jsonb
 
 from .embedders import EmbedderError
+from .errors import Invalid
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -90,16 +92,41 @@ class PendingText:
     content_hash: str
 
 
+def _json_default(value: Any) -> str:
+    # uuid.UUID objects go where the SQL expects uuid strings (`owner_id` in ns).
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, default=_json_default)
+
+
+def _json(obj: Any) -> Jsonb:
+    return Jsonb(obj, dumps=_dumps)
+
+
+def _uuid(value: uuid.UUID | str, name: str = "org") -> uuid.UUID:
+    """An id as a uuid, or a clear Invalid before anything reaches the database."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise Invalid(f"{name} must be a uuid, got {value!r}") from None
+
+
 def _ns(ns: Namespace | None) -> Jsonb:
     # None means the caller's own user namespace, which the SQL spells '{}'.
-    return Jsonb({} if ns is None else ns)
+    return _json({} if ns is None else ns)
 
 
 def _ns_many(ns: Namespace | Sequence[Namespace] | None) -> Jsonb:
     # One namespace (an object) or several (an array of objects).
     if ns is None or isinstance(ns, Mapping):
         return _ns(ns)
-    return Jsonb(list(ns))
+    return _json(list(ns))
 
 
 FLOAT4_MAX = 3.4028234663852886e38
@@ -129,7 +156,7 @@ def _value(rows: Rows) -> Any:
 def run(org: Org, command: dict[str, Any], ns: dict[str, Any] | None) -> Call[str]:
     return Call(
         "SELECT memory.run(%s::uuid, %s::jsonb, %s::jsonb)",
-        (org, Jsonb(command), _ns(ns)),
+        (_uuid(org), _json(command), _ns(ns)),
         _value,
     )
 
@@ -137,7 +164,7 @@ def run(org: Org, command: dict[str, Any], ns: dict[str, Any] | None) -> Call[st
 def render(org: Org, ns: dict[str, Any] | None, max_chars: int | None) -> Call[str]:
     return Call(
         "SELECT memory.render(%s::uuid, %s::jsonb, %s::int)",
-        (org, _ns(ns), max_chars),
+        (_uuid(org), _ns(ns), max_chars),
         _value,
     )
 
@@ -145,7 +172,7 @@ def render(org: Org, ns: dict[str, Any] | None, max_chars: int | None) -> Call[s
 def read(org: Org, path: str, ns: dict[str, Any] | None) -> Call[dict[str, Any] | None]:
     return Call(
         "SELECT memory.read(%s::uuid, %s::text, %s::jsonb)",
-        (org, path, _ns(ns)),
+        (_uuid(org), path, _ns(ns)),
         _value,
     )
 
@@ -155,7 +182,7 @@ def write(
 ) -> Call[dict[str, Any]]:
     return Call(
         "SELECT memory.write(%s::uuid, %s::text, %s::text, %s::bigint, %s::jsonb)",
-        (org, path, content, expected_version, _ns(ns)),
+        (_uuid(org), path, content, expected_version, _ns(ns)),
         _value,
     )
 
@@ -163,19 +190,19 @@ def write(
 def list_files(org: Org, ns: dict[str, Any] | None) -> Call[list[FileInfo]]:
     return Call(
         "SELECT path, bytes, version, updated_at FROM memory.list_files(%s::uuid, %s::jsonb)",
-        (org, _ns(ns)),
+        (_uuid(org), _ns(ns)),
         lambda rows: [FileInfo(*row) for row in rows],
     )
 
 
 def clear_files(org: Org, ns: dict[str, Any] | None) -> Call[int]:
-    return Call("SELECT memory.clear_files(%s::uuid, %s::jsonb)", (org, _ns(ns)), _value)
+    return Call("SELECT memory.clear_files(%s::uuid, %s::jsonb)", (_uuid(org), _ns(ns)), _value)
 
 
 def grant(org: Org, user_id: uuid.UUID | str, permission: str) -> Call[None]:
     return Call(
         "SELECT memory.grant(%s::uuid, %s::uuid, %s::text)",
-        (org, user_id, permission),
+        (_uuid(org), _uuid(user_id, "user_id"), permission),
         lambda rows: None,
     )
 
@@ -183,7 +210,7 @@ def grant(org: Org, user_id: uuid.UUID | str, permission: str) -> Call[None]:
 def revoke(org: Org, user_id: uuid.UUID | str, permission: str) -> Call[None]:
     return Call(
         "SELECT memory.revoke(%s::uuid, %s::uuid, %s::text)",
-        (org, user_id, permission),
+        (_uuid(org), _uuid(user_id, "user_id"), permission),
         lambda rows: None,
     )
 
@@ -216,11 +243,11 @@ def save_fact(
     return Call(
         "SELECT memory.save_fact(%s::uuid, %s::text, %b::real[], %s::jsonb, %s::jsonb)",
         (
-            org,
+            _uuid(org),
             content,
             _real_array(_one(embeddings)),
             _ns(ns),
-            None if source is None else Jsonb(source),
+            None if source is None else _json(source),
         ),
         _value,
     )
@@ -253,7 +280,7 @@ def save_facts(
     return Call(
         "SELECT ord, id, duplicate_of, similarity"
         " FROM memory.save_facts(%s::uuid, %s::jsonb, %s::jsonb, %s::float8)",
-        (org, Jsonb(list(items)), _ns(ns), threshold),
+        (_uuid(org), _json(list(items)), _ns(ns), threshold),
         lambda rows: [SavedFact(*row) for row in rows],
     )
 
@@ -270,7 +297,14 @@ def search_facts(
     return Call(
         "SELECT id, content, score, similarity, text_rank, ns, created_at"
         " FROM memory.search_facts(%s::uuid, %s::text, %b::real[], %s::jsonb, %s::int, %s::jsonb)",
-        (org, query, _real_array(_one(embeddings)), _ns_many(ns), k, Jsonb(dict(options or {}))),
+        (
+            _uuid(org),
+            query,
+            _real_array(_one(embeddings)),
+            _ns_many(ns),
+            k,
+            _json(dict(options or {})),
+        ),
         lambda rows: [FactHit(*row) for row in rows],
     )
 
@@ -315,7 +349,7 @@ def set_memory_embeddings(
         (
             [p.id for p in pending],
             [p.content_hash for p in pending],
-            Jsonb([_json_vector(v) for v in vectors]),
+            _json([_json_vector(v) for v in vectors]),
             model,
         ),
         _value,
@@ -366,7 +400,7 @@ def index_message(
         item = {**item, "embedding_model": model}
     return Call(
         "SELECT memory.index_message(%s::uuid, %s::jsonb, %b::real[])",
-        (org, Jsonb(dict(item)), _real_array(_one(embeddings))),
+        (_uuid(org), _json(dict(item)), _real_array(_one(embeddings))),
         _value,
     )
 
@@ -384,19 +418,19 @@ def search_messages(
         "SELECT id, chat_id, role, content, score, similarity, created_at"
         " FROM memory.search_messages(%s::uuid, %s::text, %b::real[], %s::text, %s::int, %s::jsonb)",
         (
-            org,
+            _uuid(org),
             query,
             _real_array(_one(embeddings)),
             exclude_chat,
             k,
-            Jsonb(dict(options or {})),
+            _json(dict(options or {})),
         ),
         lambda rows: [MessageHit(*row) for row in rows],
     )
 
 
 def delete_chat(org: Org, chat_id: str) -> Call[int]:
-    return Call("SELECT memory.delete_chat(%s::uuid, %s::text)", (org, chat_id), _value)
+    return Call("SELECT memory.delete_chat(%s::uuid, %s::text)", (_uuid(org), chat_id), _value)
 
 
 # ------------------------------------------------------------------ documents (service)
@@ -468,16 +502,20 @@ def purge_documents() -> Call[int]:
 
 
 def erase_user(org: Org, user_id: uuid.UUID | str) -> Call[dict[str, int]]:
-    return Call("SELECT memory.erase_user(%s::uuid, %s::uuid)", (org, user_id), _value)
+    return Call(
+        "SELECT memory.erase_user(%s::uuid, %s::uuid)",
+        (_uuid(org), _uuid(user_id, "user_id")),
+        _value,
+    )
 
 
 def export(org: Org, ns: Namespace | None) -> Call[dict[str, Any]]:
-    return Call("SELECT memory.export(%s::uuid, %s::jsonb)", (org, _ns(ns)), _value)
+    return Call("SELECT memory.export(%s::uuid, %s::jsonb)", (_uuid(org), _ns(ns)), _value)
 
 
 def import_(org: Org, data: Mapping[str, Any], ns: Namespace | None) -> Call[dict[str, int]]:
     return Call(
         "SELECT memory.import(%s::uuid, %s::jsonb, %s::jsonb)",
-        (org, Jsonb(dict(data)), _ns(ns)),
+        (_uuid(org), _json(dict(data)), _ns(ns)),
         _value,
     )

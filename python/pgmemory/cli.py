@@ -688,6 +688,13 @@ def _fail(
     return 1
 
 
+def _cli_message(err: PgMemoryError) -> str:
+    # The SQL speaks of owner_id; on the command line the service acts for a user with --user.
+    if err.code == "MEMORY_INVALID" and err.message.startswith("the service must pass owner_id"):
+        return f"{err.message}: pass --user UUID to act as that user"
+    return err.message
+
+
 def _database_error(err: psycopg.Error) -> str:
     message = err.diag.message_primary or str(err).strip()
     if isinstance(err, psycopg.OperationalError):
@@ -702,7 +709,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except PgMemoryError as err:
-        return _fail(args, err.message, err.code, err.sqlstate)
+        return _fail(args, _cli_message(err), err.code, err.sqlstate)
     except CliError as err:
         return _fail(args, err.message, err.code)
     except installer.InstallError as err:

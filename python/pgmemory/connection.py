@@ -95,15 +95,17 @@ class Source:
                 self._conn = None
 
     def execute(self, claims: str | None, call: Call[T]) -> T:
+        login = None
         try:
             with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                login = conn.info.user
                 _prepare(conn)
                 if claims is not None:
                     cur.execute(SET_CLAIMS, (claims,))
                 cur.execute(call.sql, call.params)
                 rows = cur.fetchall()
         except psycopg.Error as exc:
-            err = translate(exc)
+            err = translate(exc, login)
             if err is exc:
                 raise
             raise err from exc
@@ -149,19 +151,21 @@ class AsyncSource:
                 self._conn = None
 
     async def execute(self, claims: str | None, call: Call[T]) -> T:
+        login = None
         try:
             async with (
                 self.connection() as conn,
                 conn.transaction(),
                 conn.cursor() as cur,
             ):
+                login = conn.info.user
                 await _prepare_async(conn)
                 if claims is not None:
                     await cur.execute(SET_CLAIMS, (claims,))
                 await cur.execute(call.sql, call.params)
                 rows = await cur.fetchall()
         except psycopg.Error as exc:
-            err = translate(exc)
+            err = translate(exc, login)
             if err is exc:
                 raise
             raise err from exc

@@ -1,4 +1,4 @@
-"""Errors raised by pgmemory: one class per HINT code of the SQL API (SPEC §5).
+"""Errors raised by pgmemory: one class per HINT code of the SQL API.
 
 The SQL functions raise with a human message (for `memory.run`, exactly the text
 the model should see), a stable code in HINT and a SQLSTATE. The client turns a
@@ -96,6 +96,15 @@ class EmbeddingInvalid(PgMemoryError):
     code = "EMBEDDING_INVALID"
 
 
+class SetupError(PgMemoryError):
+    """The database is not ready for pgmemory: no extension, or no access to its schema.
+
+    Raised by the client (the SQL never raises it); the message names the fix.
+    """
+
+    code = "PGMEMORY_SETUP"
+
+
 # The one table from HINT code to class.
 BY_CODE: dict[str, type[PgMemoryError]] = {
     cls.code: cls
@@ -115,11 +124,38 @@ BY_CODE: dict[str, type[PgMemoryError]] = {
 }
 
 
-def translate(exc: psycopg.Error) -> Exception:
-    """The pgmemory error for `exc` if its HINT is one of our codes, else `exc` itself."""
+def _setup_problem(exc: psycopg.Error, login: str | None) -> str | None:
+    """What is missing when a call fails before reaching any memory function."""
+    message = exc.diag.message_primary or ""
+    if isinstance(exc, psycopg.errors.InvalidSchemaName) and '"memory"' in message:
+        return (
+            "the memory extension is not installed in this database:"
+            " run CREATE EXTENSION memory CASCADE (see `pgmemory install-extension`)"
+        )
+    if isinstance(exc, psycopg.errors.UndefinedFunction) and "memory." in message:
+        return (
+            f"{message}: the memory extension is not installed in this database, or is older"
+            " than this client (CREATE EXTENSION memory CASCADE, or ALTER EXTENSION memory UPDATE)"
+        )
+    if (
+        isinstance(exc, psycopg.errors.InsufficientPrivilege)
+        and exc.diag.message_hint is None
+        and message == "permission denied for schema memory"
+    ):
+        role = login or "<this login role>"
+        return (
+            f"login role {role} may not use schema memory: GRANT USAGE ON SCHEMA memory TO {role}"
+        )
+    return None
+
+
+def translate(exc: psycopg.Error, login: str | None = None) -> Exception:
+    """The pgmemory error for `exc`: the class of its HINT code, a SetupError when the
+    database lacks the extension or the login lacks access to it, else `exc` itself."""
     cls = BY_CODE.get(exc.diag.message_hint or "")
     if cls is None:
-        return exc
+        problem = _setup_problem(exc, login)
+        return exc if problem is None else SetupError(problem, sqlstate=exc.sqlstate)
     # The primary message only: no "ERROR:" prefix, no CONTEXT lines.
     message = exc.diag.message_primary
     return cls(message if message is not None else str(exc), sqlstate=exc.sqlstate)

@@ -154,7 +154,10 @@ def test_the_service_names_the_namespace(cli: Cli, org: uuid.UUID, user: uuid.UU
     # Without a namespace the service has no user namespace of its own.
     refused = cli("run", org, json.dumps(CREATE_A))
     assert refused == Result(
-        1, "", "pgmemory: MEMORY_INVALID: the service must pass owner_id for a user namespace\n"
+        1,
+        "",
+        "pgmemory: MEMORY_INVALID: the service must pass owner_id for a user namespace:"
+        " pass --user UUID to act as that user\n",
     )
     agent = json.dumps({"scope": "agent", "agent_id": "planner", "owner_id": str(user)})
     assert cli("run", org, json.dumps(CREATE_A), "--ns", agent).code == 0
@@ -270,8 +273,8 @@ def test_database_without_the_extension(
     assert done == Result(
         1,
         "",
-        'pgmemory: schema "memory" does not exist (is the memory extension created in this'
-        " database?)\n",
+        "pgmemory: PGMEMORY_SETUP: the memory extension is not installed in this database:"
+        " run CREATE EXTENSION memory CASCADE (see `pgmemory install-extension`)\n",
     )
 
 

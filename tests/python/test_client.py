@@ -24,6 +24,7 @@ from pgmemory import AsyncMemory, FileInfo, Memory
 from pgmemory.errors import BY_CODE, translate
 from tests.conftest import SERVICE_LOGIN, USER_LOGIN
 from tests.python.conftest import Connect
+from tests.support import not_the_service
 
 CREATE_A = {"command": "create", "path": "/memories/a.md", "file_text": "hello\nworld\n"}
 
@@ -145,7 +146,7 @@ def test_untrusted_login_is_not_the_service(connect: Connect, org: uuid.UUID) ->
     fake = connect(USER_LOGIN, service=True)
     with pytest.raises(pgmemory.Forbidden) as caught:
         fake.list_files(org, ns={"scope": "organization"})
-    assert caught.value.message == "not authenticated: no request.jwt.claims"
+    assert caught.value.message == not_the_service(USER_LOGIN)
 
 
 def test_no_identity_leaves_claims_to_the_application(connect: Connect, org: uuid.UUID) -> None:
@@ -165,9 +166,10 @@ def test_invalid_argument_is_passed_through(connect: Connect, grant: Any, org: u
     with pytest.raises(pgmemory.InvalidPath) as caught:
         user.run(org, {"command": "view", "path": "/etc/passwd"})
     assert caught.value.message == "Path must start with /memories, got: /etc/passwd"
-    # Not one of ours: the database error itself.
-    with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+    # An org that is not a uuid never reaches the database.
+    with pytest.raises(pgmemory.Invalid) as refused:
         user.render("not-a-uuid")
+    assert refused.value.message == "org must be a uuid, got 'not-a-uuid'"
 
 
 # ------------------------------------------------------------------ connection handling
@@ -205,7 +207,7 @@ def test_claims_do_not_leak_on_a_pooled_connection(
         anonymous.as_user(grant()).run(org, CREATE_A)
         with pytest.raises(pgmemory.Forbidden) as caught:
             anonymous.list_files(org)
-        assert caught.value.message == "not authenticated: no request.jwt.claims"
+        assert caught.value.message == not_the_service(USER_LOGIN)
 
 
 def test_inside_the_callers_transaction(

@@ -134,10 +134,10 @@ def test_import_into_another_namespace(
     with pytest.raises(pgmemory.Exists):
         alice.import_(org, agent, ns=COPY)
     assert alice.export(org, COPY) == copy
-    # Fact ids and message ids stay those of the export, so a copy of a user's
-    # namespace next to the original is refused (it loads after an erase, below).
-    bob = service.as_user(grant())
-    with pytest.raises(pgmemory.Exists):
+    # Messages are the service's to import; a user's export with them is refused whole.
+    bob_id = grant()
+    bob = service.as_user(bob_id)
+    with pytest.raises(pgmemory.Forbidden, match="only the service may import messages"):
         bob.import_(org, alice.export(org))
     assert without_namespace(bob.export(org)) == {
         "format": "pgmemory",
@@ -146,9 +146,18 @@ def test_import_into_another_namespace(
         "facts": [],
         "messages": [],
     }
+    # Without them it loads next to the original: a user's facts get ids of their own.
+    mine = alice.export(org) | {"messages": []}
+    assert bob.import_(org, mine) == {"files": 1, "facts": 4, "messages": 0}
+    copied = bob.export(org)
+    assert [f["content"] for f in copied["facts"]] == [f["content"] for f in mine["facts"]]
+    assert not {f["id"] for f in copied["facts"]} & {f["id"] for f in mine["facts"]}
+    # The service keeps the ids, so next to the original it is refused, nothing loaded.
+    with pytest.raises(pgmemory.Exists):
+        service.import_(org, alice.export(org), ns={"owner_id": str(uuid.uuid4())})
     messages_only = alice.export(org) | {"files": [], "facts": []}
     with pytest.raises(pgmemory.Invalid) as caught:
-        alice.import_(org, messages_only, ns=AGENT)
+        service.import_(org, messages_only, ns=AGENT | {"owner_id": str(alice_id)})
     assert caught.value.message == "messages can only be imported into a user namespace"
     with pytest.raises(pgmemory.Invalid, match="not a pgmemory export"):
         alice.import_(org, {"files": []})
@@ -188,9 +197,13 @@ def test_erase_user_then_take_the_memory_elsewhere(
     assert bob.archival.get(bob_fact)["content"] == TEA
     assert service.erase_user(org, alice_id) == zero
 
-    # Another owner loads the export: the same items, ids, versions and embeddings.
+    # The service loads the export for another owner: the same items, ids, versions, embeddings.
     carol = service.as_user(carol_id)
-    assert carol.import_(org, data) == {"files": 1, "facts": 4, "messages": 2}
+    assert service.import_(org, data, ns={"owner_id": str(carol_id)}) == {
+        "files": 1,
+        "facts": 4,
+        "messages": 2,
+    }
     assert carol.export(org) == data
     assert [h.id for h in carol.recall.search(org, "blue car")] == ["m1", "m2"]
     # CAR stays superseded (hidden); CAT is pending and shares no word with the query.

@@ -117,13 +117,13 @@ def test_search_own_messages_across_chats(
     with pytest.raises(pgmemory.Forbidden) as caught:
         user.recall.index(org, message(user_id, "chat-3", "m1", "user", TEA))
     assert (caught.value.code, caught.value.sqlstate) == ("MEMORY_FORBIDDEN", "42501")
-    # A message keeps its owner.
-    with pytest.raises(pgmemory.Exists) as taken:
-        recall.index(org, message(admin_id, "chat-1", "m1", "user", TEA))
-    assert taken.value.message == "message m1 of chat chat-1 belongs to another user"
+    # The same ids under another owner are that owner's own message: neither shadows the other.
+    assert recall.index(org, message(admin_id, "chat-1", "m1", "user", TEA)) is True
     assert rows(db, "SELECT count(*) FROM memory.messages WHERE organization_id = %s", org) == [
-        (3,)
+        (4,)
     ]
+    assert [h.content for h in user.recall.search(org, QUESTION)] == [OFFICE, WHERE, SCHOOL]
+    assert [h.content for h in service.as_user(admin_id).recall.search(org, TEA)] == [TEA]
 
 
 def test_temporary_chats_store_nothing(

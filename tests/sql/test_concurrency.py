@@ -1,4 +1,4 @@
-"""Concurrent edits of one core memory file (SPEC §6): no lost update, exact versions.
+"""Concurrent edits of one core memory file: no lost update, exact versions.
 
 Each worker is its own connection (a Principal), started together on a barrier;
 every call is one transaction, as the Python client makes it.

@@ -1,4 +1,4 @@
-"""Differential test: `memory.run` against the reference memory tool (SPEC §6).
+"""Differential test: `memory.run` against the reference memory tool.
 
 The reference is the `anthropic` SDK's `BetaLocalFilesystemMemoryTool`, run on a
 temporary directory. Every command of a fixed script goes through both; both must
@@ -271,7 +271,7 @@ SCRIPT: list[Command] = [
     view(f"{M}/ranges.md", [11, -1]),
     view(f"{M}/ranges.md", [20, -1]),
     view(f"{M}/plain.txt", [2, -1]),
-    # --- create on an existing file overwrites (SPEC §6); on a directory it fails
+    # --- create on an existing file overwrites; on a directory it fails
     create(f"{M}/notes.md", "# Notes\nline two\nline three\nline four\n"),
     view(f"{M}/notes.md"),
     create(f"{M}/projects", "not a directory any more\n"),

@@ -1,4 +1,4 @@
-"""Documents for agent runtimes (SPEC §10): versioned text under an opaque
+"""Documents for agent runtimes: versioned text under an opaque
 scope key and path, optimistic concurrency, lifetimes, service only.
 """
 
@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from tests.conftest import SERVICE_LOGIN, USER_LOGIN
-from tests.support import SERVICE, Failure, Principal
+from tests.support import SERVICE, Failure, Principal, not_the_service
 
 SCOPE = "agent-run:1234"
 OTHER_SCOPE = "agent-run:5678"
@@ -434,11 +434,11 @@ def test_only_the_service_may_use_documents(
         "user on the web login": (web_user, only_service),
         "web login, no claims": (
             as_(None, login_dsn(USER_LOGIN)),
-            Failure("42501", "MEMORY_FORBIDDEN", "not authenticated: no request.jwt.claims"),
+            Failure("42501", "MEMORY_FORBIDDEN", not_the_service(USER_LOGIN)),
         ),
         "web login, empty claims": (
             as_(SERVICE, login_dsn(USER_LOGIN)),
-            Failure("42501", "MEMORY_FORBIDDEN", "not authenticated: no request.jwt.claims"),
+            Failure("42501", "MEMORY_FORBIDDEN", not_the_service(USER_LOGIN)),
         ),
         "web login claiming the service": (
             as_({"role": "service_role"}, login_dsn(USER_LOGIN)),

@@ -1,4 +1,4 @@
-"""pg_dump / pg_restore of a database using the extension (SPEC §6, §11).
+"""pg_dump / pg_restore of a database using the extension.
 
 The extension's tables are registered with pg_extension_config_dump, so a
 dump of the database must carry every row: files with their versions and

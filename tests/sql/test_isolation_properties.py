@@ -295,7 +295,8 @@ class Refusal:
 class Model:
     files: dict[NsKey, dict[str, File]] = field(default_factory=dict)
     facts: dict[str, Fact] = field(default_factory=dict)
-    messages: dict[tuple[str, str, str], Message] = field(default_factory=dict)
+    # (org, owner, chat_id, message_id): a message is its owner's
+    messages: dict[tuple[str, str, str, str], Message] = field(default_factory=dict)
     permissions: set[tuple[str, str, str]] = field(default_factory=set)
     seq: int = 0
 
@@ -585,7 +586,8 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
             if owner is not None and owner != actor.user_id:
                 return Refusal(NOT_FOUND)
             if not self.may(actor, org, READ):
-                return Refusal(FORBIDDEN)
+                # An organization's fact answers like a random id to whoever may not read there.
+                return Refusal(NOT_FOUND if owner is None else FORBIDDEN)
             if scope == "organization" and need == "write" and not self.may(actor, org, MANAGE):
                 return Refusal(FORBIDDEN)
             return None
@@ -1131,12 +1133,10 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
                 return self.check(got, Refusal(FORBIDDEN), "index_message")
             if temporary:
                 return self.check(got, False, "index_message of a temporary chat")
-            old = self.model.messages.get((org, chat, mid))
-            if old is not None and old.owner != owner:
-                return self.check(got, Refusal(EXISTS), "index_message over another's message")
+            old = self.model.messages.get((org, owner, chat, mid))
             if vector is None and old is not None and old.content == content:
                 vector = old.vector
-            self.model.messages[(org, chat, mid)] = Message(owner, role, content, vector)
+            self.model.messages[(org, owner, chat, mid)] = Message(owner, role, content, vector)
             self.check(got, True, "index_message")
 
         @rule(
@@ -1167,7 +1167,7 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
             words = lexemes(query)
             expected = {
                 (mid, chat, m.role, m.content)
-                for (o, chat, mid), m in self.model.messages.items()
+                for (o, _, chat, mid), m in self.model.messages.items()
                 if o == org
                 and m.owner == actor.user_id
                 and chat != exclude
@@ -1189,7 +1189,7 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
             doomed = [
                 k
                 for k, m in self.model.messages.items()
-                if k[:2] == (org, chat) and (actor.service or m.owner == actor.user_id)
+                if (k[0], k[2]) == (org, chat) and (actor.service or m.owner == actor.user_id)
             ]
             for k in doomed:
                 del self.model.messages[k]
@@ -1212,7 +1212,7 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
             facts = [f for f in self.model.facts.values() if f.key == key]
             messages = {
                 (chat, mid): m
-                for (o, chat, mid), m in self.model.messages.items()
+                for (o, _, chat, mid), m in self.model.messages.items()
                 if key[1] == "user" and o == org and m.owner == key[2]
             }
             self.check(
@@ -1303,10 +1303,10 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
                 for f in self.model.facts.values()
             }, "facts differ from the model"
             messages = {
-                tuple(row[:1] + row[3:5]): tuple(row[1:3] + row[5:]) for row in raw["messages"]
+                tuple(row[:2] + row[3:5]): tuple(row[2:3] + row[5:]) for row in raw["messages"]
             }
             assert messages == {
-                k: (m.owner, "user", m.role, m.content, list(m.vector) if m.vector else None)
+                k: ("user", m.role, m.content, list(m.vector) if m.vector else None)
                 for k, m in self.model.messages.items()
             }, "messages differ from the model"
 

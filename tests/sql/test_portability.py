@@ -1,4 +1,4 @@
-"""Erasure and portability (SPEC §9b): erase_user removes everything of one
+"""Erasure and portability: erase_user removes everything of one
 user in one organization and nothing else; export → import round-trips a
 namespace byte for byte, into a fresh database too.
 """
@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.conftest import SERVICE_LOGIN, USER_LOGIN, ServerInfo
-from tests.support import SERVICE, Failure, Principal, user_claims
+from tests.support import SERVICE, Failure, Principal, not_the_service, user_claims
 
 ORGANIZATION = {"scope": "organization"}
 UNICODE_PATH = "/memories/日本語/ünïcödé notes.md"
@@ -452,8 +452,33 @@ def test_user_exports_and_imports_their_own_namespace(
     }
     dims4.rows("SELECT memory.grant(%s, %s, 'memory.read')", org, user_id)
     assert json.loads(user.value(EXPORT, org, {}))["files"] == []
-    assert user.value(IMPORT, org, exported, {}) == {"files": 3, "facts": 6, "messages": 4}
-    assert user.value(EXPORT, org, {}) == exported
+    # Messages are indexed by the service only: a user's import of them is refused whole.
+    assert user.fails(IMPORT, org, exported, {}) == Failure(
+        "42501",
+        "MEMORY_FORBIDDEN",
+        "not permitted: only the service may import messages"
+        ' (import as the service with owner_id, or leave "messages" empty)',
+    )
+    assert json.loads(user.value(EXPORT, org, {}))["facts"] == []
+    data = json.loads(exported)
+    assert user.value(IMPORT, org, {**data, "messages": []}, {}) == {
+        "files": 3,
+        "facts": 6,
+        "messages": 0,
+    }
+    # Everything comes back; the facts under new ids, their history links following them.
+    again = json.loads(user.value(EXPORT, org, {}))
+    new_ids = {old["id"]: new["id"] for old, new in zip(data["facts"], again["facts"], strict=True)}
+    assert not set(new_ids) & set(new_ids.values())
+    renamed = [
+        {
+            **fact,
+            "id": new_ids[fact["id"]],
+            "superseded_by": fact["superseded_by"] and new_ids[fact["superseded_by"]],
+        }
+        for fact in data["facts"]
+    ]
+    assert again == {**data, "facts": renamed, "messages": []}
 
 
 def test_import_refuses_what_the_namespace_already_holds(
@@ -487,7 +512,7 @@ def test_import_refuses_what_the_namespace_already_holds(
     )
     assert dims4.fails(
         IMPORT, org, only(files=[new_file], messages=data["messages"][-1:]), ns
-    ) == _exists("messages_organization_id_chat_id_message_id_key")
+    ) == _exists("messages_message_key")
     assert _tables(db) == before
 
     # Messages belong in a user namespace.
@@ -541,7 +566,7 @@ def test_import_refuses_what_the_namespace_already_holds(
             Failure(
                 "22023",
                 "MEMORY_INVALID",
-                'malformed export item: invalid input syntax for type uuid: "not a uuid"',
+                'each fact of an export needs an "id": a uuid',
             ),
         ),
     ],
@@ -559,10 +584,10 @@ def test_only_the_service_or_the_user_may_export(
 ) -> None:
     web = as_(None, login_dsn(USER_LOGIN))
     assert web.fails(EXPORT, org, {}) == Failure(
-        "42501", "MEMORY_FORBIDDEN", "not authenticated: no request.jwt.claims"
+        "42501", "MEMORY_FORBIDDEN", not_the_service(USER_LOGIN)
     )
     assert web.fails("SELECT memory.erase_user(%s, %s)", org, uuid.uuid4()) == Failure(
-        "42501", "MEMORY_FORBIDDEN", "not authenticated: no request.jwt.claims"
+        "42501", "MEMORY_FORBIDDEN", not_the_service(USER_LOGIN)
     )
     # The service must say whose user namespace it means.
     assert service.fails(EXPORT, org, {}) == Failure(

@@ -50,14 +50,17 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         if re.search(r"^\s*(RETURN QUERY )?EXECUTE\b", src, re.MULTILINE)
     }
     assert sorted(dynamic) == [
-        "memory._permitted(uuid,uuid,text)",
+        "memory._bind_permission_check(regprocedure)",
         "memory.configure_embeddings(integer,text)",
     ]
     for src in dynamic.values():
         for line in src.splitlines():
             if re.match(r"\s*(RETURN QUERY )?EXECUTE\b", line):
                 assert "EXECUTE format(" in line, line
-    assert "%I.%I($1, $2, $3)" in dynamic["memory._permitted(uuid,uuid,text)"]
+    assert (
+        "BEGIN ATOMIC SELECT %I.%I($1, $2, $3); END"
+        in dynamic["memory._bind_permission_check(regprocedure)"]
+    )
 
 
 def test_no_table_is_reachable_by_other_roles(db):

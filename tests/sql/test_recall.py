@@ -1,4 +1,4 @@
-"""Recall (SPEC §9): messages indexed by the service, searched by their owner across chats."""
+"""Recall: messages indexed by the service, searched by their owner across chats."""
 
 from __future__ import annotations
 
@@ -197,12 +197,22 @@ def test_index_message_refuses_malformed_messages(dims4, org, db, message, text)
 
 
 def test_a_message_keeps_its_owner(dims4, org):
+    """The same chat and message ids under another owner are that owner's own row."""
     first, second = uuid.uuid4(), uuid.uuid4()
     _index(dims4, org, _message(first, "shared-chat", "m1", "mine"))
-    assert dims4.fails(
-        "SELECT memory.index_message(%s, %s)", org, _message(second, "shared-chat", "m1", "theirs")
-    ) == Failure("23505", "MEMORY_EXISTS", "message m1 of chat shared-chat belongs to another user")
-    assert dims4.rows("SELECT content FROM memory.messages") == [("mine",)]
+    assert (
+        dims4.value(
+            "SELECT memory.index_message(%s, %s)",
+            org,
+            _message(second, "shared-chat", "m1", "theirs"),
+        )
+        is True
+    )
+    _index(dims4, org, _message(first, "shared-chat", "m1", "mine, edited"))
+    assert dims4.rows(
+        "SELECT n.owner_id, m.content FROM memory.messages m JOIN memory.namespaces n"
+        " ON n.organization_id = m.organization_id AND n.id = m.namespace_id ORDER BY 2"
+    ) == sorted([(first, "mine, edited"), (second, "theirs")], key=lambda r: r[1])
 
 
 def test_delete_chat(dims4, org, member):

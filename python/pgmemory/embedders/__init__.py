@@ -1,4 +1,4 @@
-"""Embedders: turn texts into the vectors stored with memories (SPEC §8, §12).
+"""Embedders: turn texts into the vectors stored with memories.
 
 - `LocalEmbedder`: all-MiniLM-L6-v2 (384 dimensions) on onnxruntime, offline.
 - `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint over httpx.
