@@ -98,7 +98,8 @@ LABELS = (
     "view (missing)",
     "insert (bad line)",
 )
-NOT_COMPARED = frozenset({"view dir"})  # directory sizes and empty directories differ by SPEC
+# Directory sizes and empty directories differ by design (docs/core-memory.md).
+NOT_COMPARED = frozenset({"view dir"})
 SIDES = {
     "sql": "memory.run (SQL)",
     "sql_async": "memory.run (SQL), synchronous_commit off",

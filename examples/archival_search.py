@@ -62,11 +62,11 @@ def main() -> None:
         old = rows[0].id
         assert old is not None
         new = user.archival.save(org, "Now works in the Porto office")
-        user.archival.forget(old, superseded_by=new)
+        user.archival.forget(org, old, superseded_by=new)
         print(f"search again: {QUESTION}")
         for n, hit in enumerate(user.archival.search(org, QUESTION, k=1), 1):
             print(f"{n}. {hit.content}")
-        kept = user.archival.get(old)
+        kept = user.archival.get(org, old)
         print(f"kept: {kept['content']} (forgotten: {kept['forgotten_at'] is not None})")
 
         # Full-text half alone: a client without an embedder searches by words only.

@@ -23,7 +23,7 @@ from pgmemory import server as embedded
 from tests.support import SERVICE, Principal, user_claims
 
 # Login roles shared by the whole cluster (roles are not per database).
-SERVICE_GROUP = "memory_service"  # SPEC §4 default setting `service_role`
+SERVICE_GROUP = "memory_service"  # the default of setting `service_role`
 SERVICE_LOGIN = "memory_app"  # a login that is a member of the service group
 USER_LOGIN = "memory_web"  # an ordinary login: may call functions, is never the service
 

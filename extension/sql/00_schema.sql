@@ -1,5 +1,7 @@
--- Tables. Every table leads its primary key with its distribution column
--- (organization_id) so the same schema distributes on Citus.
+-- Tables. Every primary key and unique constraint contains its table's
+-- distribution column (organization_id; documents: scope_hash) and no foreign
+-- key crosses organizations, so the same schema distributes on Citus
+-- (docs/scale-out.md; tests/sql/test_catalog.py checks it).
 -- Users never touch tables: no grants, and row-level security with no
 -- policy as a second wall (functions run as the table owner, who bypasses it).
 
@@ -85,7 +87,10 @@ CREATE TABLE memory.facts (
 );
 CREATE INDEX facts_live_idx ON memory.facts (organization_id, namespace_id, text_key)
     WHERE forgotten_at IS NULL;
-CREATE UNIQUE INDEX facts_id_idx ON memory.facts (id);
+-- Not unique: ids are unique per organization (the primary key), so an export
+-- imports into another organization as it is. This one serves the embedding
+-- pipeline, which is handed ids across organizations.
+CREATE INDEX facts_id_idx ON memory.facts (id);
 CREATE INDEX facts_embedding_idx ON memory.facts
     USING hnsw (embedding @extschema:vector@.vector_cosine_ops) WHERE forgotten_at IS NULL;
 -- The namespace is a key of the text index (an array, since GIN has no uuid opclass
@@ -123,7 +128,7 @@ CREATE TABLE memory.messages (
         REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
 );
 CREATE INDEX messages_chat_idx ON memory.messages (organization_id, chat_id);  -- the service's delete_chat
-CREATE UNIQUE INDEX messages_id_idx ON memory.messages (id);
+CREATE INDEX messages_id_idx ON memory.messages (id);  -- as facts_id_idx
 CREATE INDEX messages_embedding_idx ON memory.messages
     USING hnsw (embedding @extschema:vector@.vector_cosine_ops);
 CREATE INDEX messages_search_idx ON memory.messages USING gin ((ARRAY[namespace_id]), search_text);

@@ -106,14 +106,14 @@ $$;
 -- The default permission check, backed by memory.grant / memory.revoke.
 -- Not SECURITY DEFINER and not executable by PUBLIC: who holds which
 -- permission is not for callers to probe (the resolver calls it as owner).
-CREATE FUNCTION memory.has_permission(organization_id uuid, user_id uuid, permission text)
+CREATE FUNCTION memory.has_permission(org uuid, user_id uuid, permission text)
 RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT EXISTS (
         SELECT FROM memory.permissions p
-        WHERE p.organization_id = has_permission.organization_id
+        WHERE p.organization_id = has_permission.org
           AND p.user_id = has_permission.user_id
           AND p.permission = has_permission.permission)
 $$;
@@ -179,7 +179,7 @@ BEGIN
     BEGIN
         -- OR REPLACE keeps the oid: calls running meanwhile see the old or the new body.
         EXECUTE format('CREATE OR REPLACE FUNCTION memory._permission_check_call('
-                       'organization_id uuid, user_id uuid, permission text) RETURNS boolean '
+                       'org uuid, user_id uuid, permission text) RETURNS boolean '
                        'LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp '
                        'BEGIN ATOMIC SELECT %I.%I($1, $2, $3); END', fn_schema, fn_name);
     EXCEPTION WHEN ambiguous_function THEN
@@ -230,40 +230,40 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._check_grant_args(organization_id uuid, user_id uuid, permission text) RETURNS void
+CREATE FUNCTION memory._check_grant_args(org uuid, user_id uuid, permission text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF organization_id IS NULL OR user_id IS NULL OR coalesce(permission, '') = '' OR octet_length(permission) > 256 THEN
+    IF org IS NULL OR user_id IS NULL OR coalesce(permission, '') = '' OR octet_length(permission) > 256 THEN
         PERFORM memory._fail('MEMORY_INVALID',
             'a permission needs an organization, a user and a name of at most 256 bytes');
     END IF;
 END
 $$;
 
-CREATE FUNCTION memory.grant(organization_id uuid, user_id uuid, permission text) RETURNS void
+CREATE FUNCTION memory.grant(org uuid, user_id uuid, permission text) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM memory._require_service();
-    PERFORM memory._check_grant_args(organization_id, user_id, permission);
+    PERFORM memory._check_grant_args(org, user_id, permission);
     INSERT INTO memory.permissions AS p (organization_id, user_id, permission)
     VALUES ($1, $2, $3)  -- positional: GRANT is a reserved word
     ON CONFLICT ON CONSTRAINT permissions_pkey DO NOTHING;
 END
 $$;
 
-CREATE FUNCTION memory.revoke(organization_id uuid, user_id uuid, permission text) RETURNS void
+CREATE FUNCTION memory.revoke(org uuid, user_id uuid, permission text) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM memory._require_service();
-    PERFORM memory._check_grant_args(organization_id, user_id, permission);
+    PERFORM memory._check_grant_args(org, user_id, permission);
     DELETE FROM memory.permissions p
     WHERE p.organization_id = $1 AND p.user_id = $2 AND p.permission = $3;
 END

@@ -168,20 +168,29 @@ AS $$
         'content', content, 'embedding', to_jsonb(embedding), 'source', source)), ns) s
 $$;
 
--- A fact and its namespace, locked, once the caller may `need` it.
-CREATE FUNCTION memory._fact(fact_id uuid, need text) RETURNS memory.facts
+-- A fact of `org` and its namespace, locked for a write, once the caller may
+-- `need` it. The organization comes first (a distributed table is routed by
+-- it, and a caller without read permission there learns nothing of its ids);
+-- another user's fact answers exactly like a missing one.
+CREATE FUNCTION memory._fact(org uuid, fact_id uuid, need text) RETURNS memory.facts
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    who memory.caller := memory._caller();
     fact memory.facts;
     home memory.namespaces;
 BEGIN
-    PERFORM memory._caller();  -- authenticate before looking: ids must not be probed
+    IF org IS NULL THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'an organization id is required');
+    END IF;
+    IF NOT who.service THEN
+        PERFORM memory._check_permissions(org, who.user_id, 'user', 'read');
+    END IF;
     IF need = 'write' THEN
-        SELECT f.* INTO fact FROM memory.facts f WHERE f.id = fact_id FOR UPDATE;
+        SELECT f.* INTO fact FROM memory.facts f WHERE f.organization_id = org AND f.id = fact_id FOR UPDATE;
     ELSE
-        SELECT f.* INTO fact FROM memory.facts f WHERE f.id = fact_id;
+        SELECT f.* INTO fact FROM memory.facts f WHERE f.organization_id = org AND f.id = fact_id;
     END IF;
     IF fact.id IS NULL THEN
         PERFORM memory._fail('MEMORY_NOT_FOUND', format('fact %s does not exist', fact_id));
@@ -193,13 +202,13 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.forget(id uuid, superseded_by uuid DEFAULT NULL) RETURNS void
+CREATE FUNCTION memory.forget(org uuid, id uuid, superseded_by uuid DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    fact memory.facts := memory._fact(id, 'write');
+    fact memory.facts := memory._fact(org, id, 'write');
 BEGIN
     IF superseded_by IS NOT NULL AND NOT EXISTS (
         SELECT FROM memory.facts s
@@ -216,13 +225,13 @@ END
 $$;
 
 -- New content: the version goes up and the embedding waits to be recomputed.
-CREATE FUNCTION memory.edit_fact(id uuid, content text) RETURNS bigint
+CREATE FUNCTION memory.edit_fact(org uuid, id uuid, content text) RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    fact memory.facts := memory._fact(id, 'write');
+    fact memory.facts := memory._fact(org, id, 'write');
     version bigint;
 BEGIN
     PERFORM memory._check_fact_text(content);
@@ -237,19 +246,20 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.get_fact(id uuid) RETURNS jsonb
+CREATE FUNCTION memory.get_fact(org uuid, id uuid) RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    fact memory.facts := memory._fact(id, 'read');
+    fact memory.facts := memory._fact(org, id, 'read');
 BEGIN
     RETURN jsonb_build_object(
         'id', fact.id, 'content', fact.content, 'version', fact.version,
         'ns', (SELECT memory._ns_json(n) FROM memory.namespaces n
                WHERE n.organization_id = fact.organization_id AND n.id = fact.namespace_id),
         'created_at', fact.created_at, 'forgotten_at', fact.forgotten_at,
-        'superseded_by', fact.superseded_by, 'embedding_pending', fact.embedding IS NULL);
+        'superseded_by', fact.superseded_by, 'embedding_pending', fact.embedding IS NULL,
+        'source', fact.source);
 END
 $$;

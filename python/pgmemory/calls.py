@@ -309,20 +309,24 @@ def search_facts(
     )
 
 
-def forget(fact_id: uuid.UUID | str, superseded_by: uuid.UUID | str | None) -> Call[None]:
+def forget(org: Org, fact_id: uuid.UUID | str, superseded_by: uuid.UUID | str | None) -> Call[None]:
     return Call(
-        "SELECT memory.forget(%s::uuid, %s::uuid)",
-        (fact_id, superseded_by),
+        "SELECT memory.forget(%s::uuid, %s::uuid, %s::uuid)",
+        (_uuid(org), fact_id, superseded_by),
         lambda rows: None,
     )
 
 
-def edit_fact(fact_id: uuid.UUID | str, content: str) -> Call[int]:
-    return Call("SELECT memory.edit_fact(%s::uuid, %s::text)", (fact_id, content), _value)
+def edit_fact(org: Org, fact_id: uuid.UUID | str, content: str) -> Call[int]:
+    return Call(
+        "SELECT memory.edit_fact(%s::uuid, %s::uuid, %s::text)",
+        (_uuid(org), fact_id, content),
+        _value,
+    )
 
 
-def get_fact(fact_id: uuid.UUID | str) -> Call[dict[str, Any]]:
-    return Call("SELECT memory.get_fact(%s::uuid)", (fact_id,), _value)
+def get_fact(org: Org, fact_id: uuid.UUID | str) -> Call[dict[str, Any]]:
+    return Call("SELECT memory.get_fact(%s::uuid, %s::uuid)", (_uuid(org), fact_id), _value)
 
 
 # ------------------------------------------------------------------ embeddings (service)

@@ -445,18 +445,18 @@ class Archival(_View):
         call = calls.search_facts(org, query, self._embed([query]), ns, k, options)
         return self._execute(call)
 
-    def forget(self, id: Id, superseded_by: Id | None = None) -> None:
+    def forget(self, org: Org, id: Id, superseded_by: Id | None = None) -> None:
         """Hide a fact from search and dedupe (it is kept); optionally name its successor."""
-        self._execute(calls.forget(id, superseded_by))
+        self._execute(calls.forget(org, id, superseded_by))
 
-    def edit(self, id: Id, content: str) -> int:
+    def edit(self, org: Org, id: Id, content: str) -> int:
         """Replace a fact's content; returns its new version. Its embedding becomes pending."""
-        return self._execute(calls.edit_fact(id, content))
+        return self._execute(calls.edit_fact(org, id, content))
 
-    def get(self, id: Id) -> dict[str, Any]:
+    def get(self, org: Org, id: Id) -> dict[str, Any]:
         """A fact, forgotten ones too: id, content, version, ns, created_at, forgotten_at,
-        superseded_by, embedding_pending."""
-        return self._execute(calls.get_fact(id))
+        superseded_by, embedding_pending, source."""
+        return self._execute(calls.get_fact(org, id))
 
 
 class AsyncArchival(_AsyncView):
@@ -492,17 +492,17 @@ class AsyncArchival(_AsyncView):
         call = calls.search_facts(org, query, await self._embed([query]), ns, k, options)
         return await self._execute(call)
 
-    async def forget(self, id: Id, superseded_by: Id | None = None) -> None:
+    async def forget(self, org: Org, id: Id, superseded_by: Id | None = None) -> None:
         """See `Archival.forget`."""
-        await self._execute(calls.forget(id, superseded_by))
+        await self._execute(calls.forget(org, id, superseded_by))
 
-    async def edit(self, id: Id, content: str) -> int:
+    async def edit(self, org: Org, id: Id, content: str) -> int:
         """See `Archival.edit`."""
-        return await self._execute(calls.edit_fact(id, content))
+        return await self._execute(calls.edit_fact(org, id, content))
 
-    async def get(self, id: Id) -> dict[str, Any]:
+    async def get(self, org: Org, id: Id) -> dict[str, Any]:
         """See `Archival.get`."""
-        return await self._execute(calls.get_fact(id))
+        return await self._execute(calls.get_fact(org, id))
 
 
 class Recall(_View):

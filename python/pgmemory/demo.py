@@ -72,7 +72,7 @@ def _archival(service: Memory, user: Memory) -> None:
         if row.id is not None:
             print(f"  saved    {fact}")
         else:
-            original = user.archival.get(row.duplicate_of)["content"]
+            original = user.archival.get(ORG, row.duplicate_of)["content"]
             print(
                 f"  refused  {fact}  (near-duplicate of {original!r},"
                 f" similarity {row.similarity:.3f})"
@@ -84,16 +84,16 @@ def _archival(service: Memory, user: Memory) -> None:
     print("\n=== The user moved: a new fact supersedes the old one ===")
     old = rows[0].id
     new = user.archival.save(ORG, "Now works in the Porto office")
-    user.archival.forget(old, superseded_by=new)
+    user.archival.forget(ORG, old, superseded_by=new)
     print(
         "save 'Now works in the Porto office'; forget 'Works in the Lisbon office', superseded_by it"
     )
     print(f"\n=== Search again: {QUESTION!r} ===")
     _show_hits(user.archival.search(ORG, QUESTION, k=3))
-    kept = user.archival.get(old)
-    successor = user.archival.get(kept["superseded_by"])["content"]
+    kept = user.archival.get(ORG, old)
+    successor = user.archival.get(ORG, kept["superseded_by"])["content"]
     print(
-        f"\nmemory.get_fact(old): {kept['content']!r} is kept, hidden from search;"
+        f"\nmemory.get_fact(org, old): {kept['content']!r} is kept, hidden from search;"
         f" forgotten: {kept['forgotten_at'] is not None}; superseded by {successor!r}"
     )
 

@@ -111,6 +111,7 @@ GET_KEYS = {
     "forgotten_at",
     "superseded_by",
     "embedding_pending",
+    "source",
 }
 
 
@@ -132,7 +133,7 @@ def test_save_with_and_without_embedder(
     pending_id = plain.archival.save(org, TEA)
     assert isinstance(pending_id, uuid.UUID)
     assert fake.calls == []
-    got = plain.archival.get(pending_id)
+    got = plain.archival.get(org, pending_id)
     assert set(got) == GET_KEYS
     assert {k: got[k] for k in GET_KEYS - {"created_at"}} == {
         "id": str(pending_id),
@@ -142,6 +143,7 @@ def test_save_with_and_without_embedder(
         "forgotten_at": None,
         "superseded_by": None,
         "embedding_pending": True,
+        "source": None,
     }
     stored = db.execute(
         "SELECT %s::timestamptz = created_at FROM memory.facts WHERE id = %s",
@@ -152,7 +154,7 @@ def test_save_with_and_without_embedder(
 
     car_id = user.archival.save(org, CAR, source={"chat": "c1", "turn": 3})
     assert fake.calls == [(method(service), [CAR])]
-    assert user.archival.get(car_id)["embedding_pending"] is False
+    assert user.archival.get(org, car_id)["embedding_pending"] is False
 
     # Duplicates return the id of the fact they duplicate: by normalized text
     # without an embedding, by cosine (0.93 >= 0.92) with one.
@@ -163,7 +165,7 @@ def test_save_with_and_without_embedder(
     # The service fills in the one pending embedding, in one embedder call.
     assert service.embed_pending() == 1
     assert fake.calls[2:] == [(method(service), [TEA])]
-    assert plain.archival.get(pending_id)["embedding_pending"] is False
+    assert plain.archival.get(org, pending_id)["embedding_pending"] is False
     assert service.embed_pending() == 0
     assert len(fake.calls) == 3
 
@@ -173,7 +175,7 @@ def test_save_into_another_namespace(service: Any, grant: Any, org: uuid.UUID) -
     agent = {"scope": "agent", "agent_id": "helper"}
     mine, agents = user.archival.save(org, TEA), user.archival.save(org, TEA, ns=agent)
     assert mine != agents  # no dedupe across namespaces
-    assert user.archival.get(agents)["ns"]["scope"] == "agent"
+    assert user.archival.get(org, agents)["ns"]["scope"] == "agent"
     assert [h.content for h in user.archival.search(org, "green tea", ns=agent)] == [TEA]
     hits = user.archival.search(org, "green tea", ns=[{}, agent])
     assert sorted(h.id for h in hits) == sorted([mine, agents])
@@ -212,7 +214,7 @@ def test_save_extracted_embeds_once_and_refuses_near_duplicates(
     assert rows[2].similarity == pytest.approx(0.96, abs=1e-6)
     assert (rows[4].id, rows[4].duplicate_of) == (None, car_id)
     assert rows[4].similarity == pytest.approx(0.93, abs=1e-6)
-    assert user.archival.get(rows[3].id)["content"] == PEANUTS_2  # 0.8 < 0.92: kept
+    assert user.archival.get(org, rows[3].id)["content"] == PEANUTS_2  # 0.8 < 0.92: kept
     with pytest.raises(dataclasses.FrozenInstanceError):
         rows[0].id = None  # type: ignore[misc]
 
@@ -234,7 +236,7 @@ def test_save_extracted_without_embedder_is_pending(
         (2, False, rows[0].id, 1.0),  # deduplicated by normalized text
         (3, True, None, None),
     ]
-    assert user.archival.get(rows[2].id)["embedding_pending"] is True
+    assert user.archival.get(org, rows[2].id)["embedding_pending"] is True
     with pytest.raises(TypeError, match="'content' str"):
         user.archival.save_extracted(org, [{"text": TEA}])
 
@@ -308,22 +310,22 @@ def test_forget_hides_and_supersedes(service: Any, grant: Any, org: uuid.UUID) -
     assert [h.id for h in user.archival.search(org, "office")][:1] == [office]
 
     porto = user.archival.save(org, PORTO)
-    assert user.archival.forget(office, superseded_by=porto) is None
+    assert user.archival.forget(org, office, superseded_by=porto) is None
     hits = user.archival.search(org, "office")
     assert office not in [h.id for h in hits]
     assert hits[0].id == porto
-    got = user.archival.get(office)  # forgotten facts can still be read
+    got = user.archival.get(org, office)  # forgotten facts can still be read
     assert (got["content"], got["superseded_by"]) == (OFFICE, str(porto))
     assert got["forgotten_at"] is not None
 
-    user.archival.forget(tea)
+    user.archival.forget(org, tea)
     assert tea not in [h.id for h in user.archival.search(org, "green tea")]
-    assert user.archival.get(tea)["superseded_by"] is None
+    assert user.archival.get(org, tea)["superseded_by"] is None
     # A forgotten fact no longer blocks its duplicate.
     assert user.archival.save(org, OFFICE_2) not in (office, porto)
     # The successor must be a live fact of the same namespace.
     with pytest.raises(pgmemory.Invalid) as caught:
-        user.archival.forget(porto, superseded_by=tea)
+        user.archival.forget(org, porto, superseded_by=tea)
     assert caught.value.message == (f"superseded_by {tea} is not a live fact of the same namespace")
 
 
@@ -332,14 +334,14 @@ def test_edit_bumps_version_and_makes_pending(
 ) -> None:
     user = service.as_user(grant())
     tea = user.archival.save(org, TEA)
-    assert user.archival.get(tea)["embedding_pending"] is False
-    assert user.archival.edit(tea, TEA_EDITED) == 2
-    got = user.archival.get(tea)
+    assert user.archival.get(org, tea)["embedding_pending"] is False
+    assert user.archival.edit(org, tea, TEA_EDITED) == 2
+    got = user.archival.get(org, tea)
     assert (got["content"], got["version"], got["embedding_pending"]) == (TEA_EDITED, 2, True)
     assert service.embed_pending() == 1
     assert fake.calls[-1] == (method(service), [TEA_EDITED])
-    assert user.archival.get(tea)["embedding_pending"] is False
-    assert user.archival.edit(str(tea), TEA) == 3  # ids may be strings
+    assert user.archival.get(org, tea)["embedding_pending"] is False
+    assert user.archival.edit(org, str(tea), TEA) == 3  # ids may be strings
 
 
 def test_users_cannot_reach_each_others_facts(service: Any, grant: Any, org: uuid.UUID) -> None:
@@ -347,9 +349,9 @@ def test_users_cannot_reach_each_others_facts(service: Any, grant: Any, org: uui
     fact = alice.archival.save(org, TEA)
     missing = f"fact {fact} does not exist"
     for attempt in (
-        lambda: bob.archival.get(fact),
-        lambda: bob.archival.edit(fact, "mine now"),
-        lambda: bob.archival.forget(fact),
+        lambda: bob.archival.get(org, fact),
+        lambda: bob.archival.edit(org, fact, "mine now"),
+        lambda: bob.archival.forget(org, fact),
     ):
         with pytest.raises(pgmemory.NotFound) as caught:
             attempt()
@@ -357,7 +359,7 @@ def test_users_cannot_reach_each_others_facts(service: Any, grant: Any, org: uui
     assert bob.archival.search(org, "green tea") == []
     assert [h.id for h in alice.archival.search(org, "green tea")] == [fact]
     with pytest.raises(pgmemory.NotFound):
-        alice.archival.get(uuid.uuid4())
+        alice.archival.get(org, uuid.uuid4())
 
 
 # ------------------------------------------------------------------ embed_pending
@@ -396,7 +398,7 @@ def test_embed_pending_one_embedder_call_and_one_write_per_batch(
         ]
         * 3
     )
-    assert all(plain.archival.get(r.id)["embedding_pending"] is False for r in rows)
+    assert all(plain.archival.get(org, r.id)["embedding_pending"] is False for r in rows)
 
 
 def test_embed_pending_async_callback_is_awaited(
@@ -469,7 +471,7 @@ def test_embedding_invalid(connect: Connect, grant: Any, org: uuid.UUID) -> None
     plain = connect().as_user(grant())
     fact = plain.archival.save(org, "not a number")
     assert refused(service.embed_pending) == "embedding elements must be finite float4 numbers"
-    assert plain.archival.get(fact)["embedding_pending"] is True
+    assert plain.archival.get(org, fact)["embedding_pending"] is True
     # An embedder answering with the wrong number of vectors is caught before SQL.
     with pytest.raises(EmbedderError, match="returned 0 vectors for 1 texts"):
         connect(embedder=Short(TABLE)).as_user(grant()).archival.save(org, TEA)

@@ -517,7 +517,7 @@ def test_embed_pending_with_an_openai_endpoint(
         ("/v1/embeddings", "fake-embed", [LISBON, PEANUTS])
     ]
     with Memory(dsn, service=True) as mem:
-        assert [mem.archival.get(i)["embedding_pending"] for i in ids] == [False, False]
+        assert [mem.archival.get(org, i)["embedding_pending"] for i in ids] == [False, False]
 
 
 # ------------------------------------------------------------------ export, import, erase

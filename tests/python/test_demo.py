@@ -57,7 +57,7 @@ def test_demo_session_prints_what_the_model_sees():
         "3. score 0.0159  similarity -0.075  Drinks green tea without sugar\n"
     ) in out
     assert (
-        "memory.get_fact(old): 'Works in the Lisbon office' is kept, hidden from search;"
+        "memory.get_fact(org, old): 'Works in the Lisbon office' is kept, hidden from search;"
         " forgotten: True; superseded by 'Now works in the Porto office'\n"
     ) in out
     # Recall: chat-2 finds what was said in chat-1, chat-2's own message left out.

@@ -45,7 +45,7 @@ def fill(connect: Connect, service: Any, org: uuid.UUID, user_id: uuid.UUID) -> 
     user.write(org, "/memories/plan.md", "Plan first.\n", ns=AGENT)
     user.archival.save(org, TEA, source={"chat": "chat-1"})
     car = user.archival.save(org, CAR)
-    user.archival.forget(car, superseded_by=user.archival.save(org, CAR_2))
+    user.archival.forget(org, car, superseded_by=user.archival.save(org, CAR_2))
     plain.as_user(user_id).archival.save(org, CAT)
     base = {"chat_id": "chat-1", "owner_id": str(user_id)}
     service.recall.index(org, base | {"id": "m1", "role": "user", "content": HELLO})
@@ -194,7 +194,7 @@ def test_erase_user_then_take_the_memory_elsewhere(
         "permissions": 1,
     }
     assert bob.export(org) == bob_before
-    assert bob.archival.get(bob_fact)["content"] == TEA
+    assert bob.archival.get(org, bob_fact)["content"] == TEA
     assert service.erase_user(org, alice_id) == zero
 
     # The service loads the export for another owner: the same items, ids, versions, embeddings.

@@ -3,7 +3,8 @@
 The reference is the `anthropic` SDK's `BetaLocalFilesystemMemoryTool`, run on a
 temporary directory. Every command of a fixed script goes through both; both must
 succeed with the same text or fail with the same message. The only differences
-SPEC §6 allows are applied to the reference side by `SpecOracle`, one method each.
+(the deviations docs/core-memory.md lists) are applied to the reference side by
+`SpecOracle`, one method each.
 All mismatches are collected so one run shows every difference.
 """
 
@@ -35,12 +36,12 @@ class Outcome(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------
-# The oracle: the reference tool plus the SPEC §6 deviations, nothing else
+# The oracle: the reference tool plus the documented deviations, nothing else
 # --------------------------------------------------------------------------------------
 
 
 class SpecOracle:
-    """`BetaLocalFilesystemMemoryTool` with exactly the deviations SPEC §6 names."""
+    """`BetaLocalFilesystemMemoryTool` with exactly the deviations docs/core-memory.md names."""
 
     def __init__(self, base: Path) -> None:
         self.tool = BetaLocalFilesystemMemoryTool(base_path=str(base))

@@ -44,7 +44,9 @@ def test_dedupe_threshold_is_inclusive(dims4, org):
     )
     below = _save(dims4, org, [{"content": "just below", "embedding": _unit_with_cosine(0.9199)}])
     assert below[0][:3] == (1, True, None)
-    dims4.rows("SELECT memory.forget(id) FROM memory.facts WHERE content = 'just below'")
+    dims4.rows(
+        "SELECT memory.forget(organization_id, id) FROM memory.facts WHERE content = 'just below'"
+    )
     at = _save(dims4, org, [{"content": "at the threshold", "embedding": _unit_with_cosine(0.92)}])
     assert at == [(1, False, base, pytest.approx(0.92, abs=1e-4))]
     # The per-call threshold overrides the setting.
@@ -113,8 +115,8 @@ def test_forget_edit_get(dims4, org, member):
     new = dims4.value(
         "SELECT memory.save_fact(%s, 'Lives in Lisbon', %s::real[], %s)", org, [0, 1, 0, 0], OWNER
     )
-    dims4.rows("SELECT memory.forget(%s, %s)", old, new)
-    got = dims4.value("SELECT memory.get_fact(%s)", old)
+    dims4.rows("SELECT memory.forget(%s, %s, %s)", org, old, new)
+    got = dims4.value("SELECT memory.get_fact(%s, %s)", org, old)
     assert {
         k: got[k] for k in ("content", "version", "superseded_by", "embedding_pending", "ns")
     } == {
@@ -127,28 +129,28 @@ def test_forget_edit_get(dims4, org, member):
     assert got["forgotten_at"] is not None
     # A forgotten fact is never found and never a duplicate.
     assert _save(dims4, org, [{"content": "Porto again", "embedding": [1, 0, 0, 0]}])[0][1] is True
-    assert dims4.fails("SELECT memory.forget(%s, %s)", new, old) == Failure(
+    assert dims4.fails("SELECT memory.forget(%s, %s, %s)", org, new, old) == Failure(
         "22023", "MEMORY_INVALID", f"superseded_by {old} is not a live fact of the same namespace"
     )
-    assert dims4.value("SELECT memory.edit_fact(%s, 'Lives in Lisbon, Alfama')", new) == 2
-    edited = dims4.value("SELECT memory.get_fact(%s)", new)
+    assert dims4.value("SELECT memory.edit_fact(%s, %s, 'Lives in Lisbon, Alfama')", org, new) == 2
+    edited = dims4.value("SELECT memory.get_fact(%s, %s)", org, new)
     assert (edited["content"], edited["version"], edited["embedding_pending"]) == (
         "Lives in Lisbon, Alfama",
         2,
         True,
     )
     missing = uuid.uuid4()
-    assert dims4.fails("SELECT memory.get_fact(%s)", missing) == Failure(
+    assert dims4.fails("SELECT memory.get_fact(%s, %s)", org, missing) == Failure(
         "P0002", "MEMORY_NOT_FOUND", f"fact {missing} does not exist"
     )
     # Another user (an org admin too) is told the fact does not exist.
     _, admin = member("memory.read", "memory.manage")
     for query in (
-        "SELECT memory.get_fact(%s)",
-        "SELECT memory.forget(%s)",
-        "SELECT memory.edit_fact(%s, 'x')",
+        "SELECT memory.get_fact(%s, %s)",
+        "SELECT memory.forget(%s, %s)",
+        "SELECT memory.edit_fact(%s, %s, 'x')",
     ):
-        assert admin.fails(query, new) == Failure(
+        assert admin.fails(query, org, new) == Failure(
             "P0002", "MEMORY_NOT_FOUND", f"fact {new} does not exist"
         )
 
@@ -168,7 +170,7 @@ def test_pending_pipeline(dims4, as_, org):
     assert {r[1] for r in first} == {"fact"}
     # A fact edited while its batch is embedded stays pending.
     edited = first[0][0]
-    dims4.value("SELECT memory.edit_fact(%s, 'changed meanwhile')", edited)
+    dims4.value("SELECT memory.edit_fact(%s, %s, 'changed meanwhile')", org, edited)
     vectors = [[1, 0, 0, 0]] * 4
     written = dims4.value(
         "SELECT memory.set_memory_embeddings(%s, %s, %s, 'test-model')",
@@ -178,7 +180,10 @@ def test_pending_pipeline(dims4, as_, org):
     )
     assert written == 3
     assert (
-        dims4.value("SELECT (memory.get_fact(%s) ->> 'embedding_pending')::boolean", edited) is True
+        dims4.value(
+            "SELECT (memory.get_fact(%s, %s) ->> 'embedding_pending')::boolean", org, edited
+        )
+        is True
     )
     # The edit cleared the lease: the new text is offered at once.
     again = dims4.rows("SELECT id, content FROM memory.pending_embeddings(10)")
@@ -285,7 +290,7 @@ def test_search_over_several_namespaces_and_never_forgotten(dims4, org):
         (theirs, {"scope": "agent", "agent_id": "planner", "owner_id": OWNER["owner_id"]}),
         (mine, {"scope": "user", "owner_id": OWNER["owner_id"]}),
     ]
-    dims4.rows("SELECT memory.forget(%s)", mine)
+    dims4.rows("SELECT memory.forget(%s, %s)", org, mine)
     assert dims4.rows(
         "SELECT id FROM memory.search_facts(%s, 'hiking', '{1,0,0,0}'::real[], %s)",
         org,

@@ -1,4 +1,4 @@
-"""Hostile input fuzzing (issue 7, item 3; SPEC §5).
+"""Hostile input fuzzing (the error codes of docs/sql-reference.md).
 
 Hypothesis throws random and hostile input at memory.run (any command or junk;
 paths mixing valid segments, traversal, percent-encodings, control characters,
@@ -6,7 +6,7 @@ unicode and very long strings; view_range / insert_line of every JSON type), at
 the `ns` argument of every namespace-taking function, at facts and vectors
 (save_facts, save_fact, set_memory_embeddings), at searches (query text, vector,
 namespaces, k, options) and at import. Every call must answer with either a result
-or an error whose HINT is one of SPEC §5's codes with that code's SQLSTATE: never
+or an error whose HINT is one of the documented codes with that code's SQLSTATE: never
 XX000, never another SQLSTATE, never an error without a code. A call that fails
 must leave every table exactly as it was (snapshot before, compare after); a call
 that succeeds must leave only well-formed rows (normalized paths below /memories,
@@ -50,7 +50,7 @@ from hypothesis import strategies as st
 from tests.conftest import SERVICE_LOGIN, USER_LOGIN
 from tests.support import Failure, Principal, user_claims
 
-# SPEC §5: every code and its SQLSTATE.
+# Every documented code and its SQLSTATE (docs/sql-reference.md#errors).
 SPEC_CODES = {
     "MEMORY_NOT_FOUND": "P0002",
     "MEMORY_NO_MATCH": "22023",
@@ -650,7 +650,8 @@ def arena(as_, login_dsn, dsn) -> Iterator[Arena]:
             json.dumps(OWNER),
         )
         service.rows(
-            "SELECT memory.forget(id) FROM memory.search_facts(%s, 'violin', NULL, %s::jsonb)",
+            "SELECT memory.forget(%s, id) FROM memory.search_facts(%s, 'violin', NULL, %s::jsonb)",
+            ORG,
             ORG,
             json.dumps(OWNER),
         )

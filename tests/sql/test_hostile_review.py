@@ -449,9 +449,9 @@ def _missing(fact_id: Any) -> Failure:
 
 
 BY_ID = [
-    ("SELECT memory.get_fact(%s)", ()),
-    ("SELECT memory.forget(%s)", ()),
-    ("SELECT memory.edit_fact(%s, 'mine now')", ()),
+    ("SELECT memory.get_fact(%s, %s)", ()),
+    ("SELECT memory.forget(%s, %s)", ()),
+    ("SELECT memory.edit_fact(%s, %s, 'mine now')", ()),
 ]
 
 
@@ -482,15 +482,18 @@ def test_other_peoples_fact_ids_answer_like_random_ones(service, member, org, db
         db.execute("SELECT to_jsonb(f)::text FROM memory.facts f ORDER BY 1").fetchall(),
     )
     random_id = uuid.uuid4()
-    assert attacker.fails(query, random_id) == _missing(random_id)
+    # In their own organization: a random id, another org's and another user's all missing.
+    assert attacker.fails(query, org, random_id) == _missing(random_id)
     for fact_id in theirs.values():
-        assert attacker.fails(query, fact_id) == _missing(fact_id)
-    assert admin.fails(query, theirs["another org's user"]) == _missing(
-        theirs["another org's user"]
-    )
-    assert admin.fails(query, theirs["same org, another user"]) == _missing(
-        theirs["same org, another user"]
-    )
+        assert attacker.fails(query, org, fact_id) == _missing(fact_id)
+    # Naming the other organization: refused before any id is looked at.
+    for fact_id in (random_id, *theirs.values()):
+        assert attacker.fails(query, other_org, fact_id) == NO_READ
+    # The other org's admin: its users' facts are theirs alone; this org is closed to them.
+    for fact_id in (random_id, theirs["another org's user"]):
+        assert admin.fails(query, other_org, fact_id) == _missing(fact_id)
+    for fact_id in (random_id, theirs["same org, another user"]):
+        assert admin.fails(query, org, fact_id) == NO_READ
     after = (
         snapshot(db),
         db.execute("SELECT to_jsonb(f)::text FROM memory.facts f ORDER BY 1").fetchall(),
@@ -529,9 +532,9 @@ def test_importing_someone_elses_fact_id_answers_like_a_random_one(service, memb
     mine = alice.value(EXPORT, org, {})["facts"]
     assert sorted(f["content"] for f in mine) == sorted(f"imported over {w}" for w in taken)
     assert not {f["id"] for f in mine} & {str(i) for i in taken.values()}
-    assert service.value("SELECT memory.get_fact(%s)", taken["another org"])["content"] == (
-        "elsewhere"
-    )
+    assert service.value("SELECT memory.get_fact(%s, %s)", other_org, taken["another org"])[
+        "content"
+    ] == ("elsewhere")
 
 
 # ---------------------------------------------------------------- 9: versions
@@ -602,7 +605,7 @@ def test_every_edit_after_the_largest_imported_version_succeeds(service, member,
     fact_id = service.value(
         "SELECT id FROM memory.facts WHERE organization_id = %s AND content = 'a fact'", org
     )
-    assert manager.value("SELECT memory.edit_fact(%s, 'an edited fact')", fact_id) == (
+    assert manager.value("SELECT memory.edit_fact(%s, %s, 'an edited fact')", org, fact_id) == (
         MAX_VERSION + 1
     )
 

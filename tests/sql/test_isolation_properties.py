@@ -1,4 +1,4 @@
-"""Isolation as properties (issue 7, item 1; SPEC §4, §6, §7, §9, §9b).
+"""Isolation as properties (docs/security.md, docs/core-memory.md, docs/archival.md).
 
 A hypothesis state machine drives random sequences of calls by random principals
 against one database, and keeps a Python model of who owns what: core files per
@@ -572,22 +572,24 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
                     return Refusal(FORBIDDEN)
             return (org, scope, owner, ns.scope_id)
 
-        def authorize_fact(self, actor: Actor, fact: Fact | None, need: str) -> Refusal | None:
-            """memory._fact: another user's fact answers as if it did not exist."""
+        def authorize_fact(
+            self, actor: Actor, org: str, fact: Fact | None, need: str
+        ) -> Refusal | None:
+            """memory._fact: the organization first; another user's fact, or one of
+            another organization, answers as if it did not exist."""
             if not actor.service and actor.user_id is None:
                 if fact is None and "unauthenticated_fact_lookup" in KNOWN_BUGS:
                     return Refusal(NOT_FOUND)  # the fact is looked up before the caller
                 return Refusal(FORBIDDEN)
-            if fact is None:
+            if not actor.service and not self.may(actor, org, READ):
+                return Refusal(FORBIDDEN)  # whatever the id
+            if fact is None or fact.key[0] != org:
                 return Refusal(NOT_FOUND)
             if actor.service:
                 return None
-            org, scope, owner, _ = fact.key
+            _, scope, owner, _ = fact.key
             if owner is not None and owner != actor.user_id:
                 return Refusal(NOT_FOUND)
-            if not self.may(actor, org, READ):
-                # An organization's fact answers like a random id to whoever may not read there.
-                return Refusal(NOT_FOUND if owner is None else FORBIDDEN)
             if scope == "organization" and need == "write" and not self.may(actor, org, MANAGE):
                 return Refusal(FORBIDDEN)
             return None
@@ -1032,16 +1034,23 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
                 st.one_of(known, known, known, unknown) if ids else unknown, label="fact"
             )
 
+        def pick_org(self, data: st.DataObject, fact_id: str) -> str:
+            """Mostly the fact's own organization; sometimes another, to probe."""
+            fact = self.model.facts.get(fact_id)
+            own = fact.key[0] if fact is not None else ORG1
+            return data.draw(st.sampled_from((own, own, own, *ORGS)), label="org")
+
         @rule(data=st.data(), actor=actor_st)
         def get_fact(self, data: st.DataObject, actor: Actor) -> None:
             fact_id = self.pick_fact(data)
-            got = call(actor, "SELECT memory.get_fact(%s)", fact_id)
+            org = self.pick_org(data, fact_id)
+            got = call(actor, "SELECT memory.get_fact(%s, %s)", org, fact_id)
             if not isinstance(got, Refusal):
                 got = dict(got[0][0])
                 del got["created_at"]
                 got["forgotten"] = got.pop("forgotten_at") is not None
             fact = self.model.facts.get(fact_id)
-            refused = self.authorize_fact(actor, fact, "read")
+            refused = self.authorize_fact(actor, org, fact, "read")
             if refused is not None:
                 return self.check(got, refused, "get_fact")
             assert fact is not None
@@ -1055,6 +1064,7 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
                     "forgotten": fact.forgotten,
                     "superseded_by": fact.superseded_by,
                     "embedding_pending": fact.vector is None,
+                    "source": None,  # the machine saves facts without one
                 },
                 "get_fact",
             )
@@ -1062,11 +1072,12 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
         @rule(data=st.data(), actor=actor_st, supersede=st.booleans())
         def forget(self, data: st.DataObject, actor: Actor, supersede: bool) -> None:
             fact_id = self.pick_fact(data)
+            org = self.pick_org(data, fact_id)
             successor = self.pick_fact(data) if supersede else None
-            got = call(actor, "SELECT memory.forget(%s, %s)", fact_id, successor)
+            got = call(actor, "SELECT memory.forget(%s, %s, %s)", org, fact_id, successor)
             got = got if isinstance(got, Refusal) else got[0][0]
             fact = self.model.facts.get(fact_id)
-            refused = self.authorize_fact(actor, fact, "write")
+            refused = self.authorize_fact(actor, org, fact, "write")
             if refused is not None:
                 return self.check(got, refused, "forget")
             assert fact is not None
@@ -1081,10 +1092,11 @@ def build_machine(actors: dict[str, Actor], su: psycopg.Connection) -> type[Rule
         @rule(data=st.data(), actor=actor_st, content=FACT_TEXT)
         def edit_fact(self, data: st.DataObject, actor: Actor, content: str) -> None:
             fact_id = self.pick_fact(data)
-            got = call(actor, "SELECT memory.edit_fact(%s, %s)", fact_id, content)
+            org = self.pick_org(data, fact_id)
+            got = call(actor, "SELECT memory.edit_fact(%s, %s, %s)", org, fact_id, content)
             got = got if isinstance(got, Refusal) else got[0][0]
             fact = self.model.facts.get(fact_id)
-            refused = self.authorize_fact(actor, fact, "write")
+            refused = self.authorize_fact(actor, org, fact, "write")
             if refused is not None:
                 return self.check(got, refused, "edit_fact")
             assert fact is not None
@@ -1366,10 +1378,12 @@ def test_isolation_properties(actors: dict[str, Actor], dsn: str) -> None:
     reason="memory._fact looks the fact up before it authenticates the caller",
     strict=True,
 )
-@pytest.mark.parametrize("function", ["get_fact(%s)", "forget(%s)", "edit_fact(%s, 'x')"])
+@pytest.mark.parametrize(
+    "function", ["get_fact(%s, %s)", "forget(%s, %s)", "edit_fact(%s, %s, 'x')"]
+)
 def test_bug_unauthenticated_caller_learns_whether_a_fact_exists(actors, function):
     """A caller who is nobody (forged service claims from an untrusted login) must
     get MEMORY_FORBIDDEN whatever the id; today an unknown id answers
     MEMORY_NOT_FOUND and a known one MEMORY_FORBIDDEN, so ids can be probed."""
-    got = call(actors["FORGER"], f"SELECT memory.{function}", str(uuid.uuid4()))
+    got = call(actors["FORGER"], f"SELECT memory.{function}", ORG1, str(uuid.uuid4()))
     assert isinstance(got, Refusal) and (got.hint, got.sqlstate) == (FORBIDDEN, "42501"), got

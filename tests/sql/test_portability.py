@@ -104,7 +104,7 @@ def _fill_user(
     service.value(save, org, f"{tag} lives in Lisbon", axis, mine)
     service.value(save, org, f"{tag} likes tea", None, mine)
     forgotten = service.value(save, org, f"{tag} used to live in Porto", None, mine)
-    service.rows("SELECT memory.forget(%s)", forgotten)
+    service.rows("SELECT memory.forget(%s, %s)", org, forgotten)
     service.value(save, org, f"{tag} plans in sprints", axis, agent)
 
     index = "SELECT memory.index_message(%s, %s, %s::real[])"
@@ -269,11 +269,14 @@ def _fill_namespace(service: Principal, org: uuid.UUID, owner: uuid.UUID) -> dic
     )
     old = service.value(save, org, "Lives in Porto", [0, 1, 0, 0], ns, None)
     new = service.value(save, org, "Lives in Lisbon", [0, 0, 1, 0], ns, None)
-    service.rows("SELECT memory.forget(%s, %s)", old, new)
+    service.rows("SELECT memory.forget(%s, %s, %s)", org, old, new)
     pending = service.value(save, org, "Has a cat named Miso", None, ns, None)
     service.value(save, org, "Works on Saturdays", None, ns, None)
     edited = service.value(save, org, "Speaks German", [0, 0, 0, 1], ns, None)
-    assert service.value("SELECT memory.edit_fact(%s, 'Speaks German and Dutch')", edited) == 2
+    assert (
+        service.value("SELECT memory.edit_fact(%s, %s, 'Speaks German and Dutch')", org, edited)
+        == 2
+    )
     hashed = service.value("SELECT content_hash FROM memory.facts WHERE id = %s", pending)
     assert (
         service.value(
@@ -635,3 +638,24 @@ def test_import_refuses_a_file_below_a_file_and_dangling_successors(
     )
     assert dims4.rows("SELECT count(*) FROM memory.facts") == [(0,)]
     assert dims4.rows("SELECT count(*) FROM memory.files") == [(0,)]
+
+
+def test_an_export_imports_into_another_organization_as_it_is(
+    dims4: Principal, org: uuid.UUID
+) -> None:
+    """Ids are unique per organization: the same fact ids load into another one."""
+    owner = uuid.uuid4()
+    ns = {"owner_id": str(owner)}
+    ids = _fill_namespace(dims4, org, owner)
+    exported = dims4.value(EXPORT, org, ns)
+    elsewhere = uuid.uuid4()
+    assert dims4.value(IMPORT, elsewhere, exported, ns) == {"files": 3, "facts": 6, "messages": 4}
+    assert dims4.value(EXPORT, elsewhere, ns) == exported
+    # Each organization's copy is its own: editing one leaves the other as it was.
+    assert (
+        dims4.value("SELECT memory.edit_fact(%s, %s, 'Speaks Dutch')", elsewhere, ids["edited"])
+        == 3
+    )
+    assert dims4.value("SELECT memory.get_fact(%s, %s)", org, ids["edited"])["content"] == (
+        "Speaks German and Dutch"
+    )

@@ -418,8 +418,8 @@ def fill(dsn: str, dims: int) -> None:
         ]
         saved = call(me, "SELECT ord, id FROM memory.save_facts(%s, %s) ORDER BY ord", ORG, facts)
         ids = [row[1] for row in saved]
-        call(me, "SELECT memory.forget(%s, %s)", ids[0], ids[3])
-        call(me, "SELECT memory.edit_fact(%s, 'Likes green and black tea')", ids[1])
+        call(me, "SELECT memory.forget(%s, %s, %s)", ORG, ids[0], ids[3])
+        call(me, "SELECT memory.edit_fact(%s, %s, 'Likes green and black tea')", ORG, ids[1])
         call(me, "SELECT memory.save_fact(%s, 'An agent fact', NULL, %s)", ORG, AGENT)
         pending = call(None, "SELECT id, content_hash FROM memory.pending_embeddings(10)")
         call(
@@ -488,7 +488,7 @@ def answers(dsn: str, dims: int) -> dict[str, Any]:
             "render": call(me, "SELECT memory.render(%s)", ORG),
             "agent": call(me, "SELECT memory.render(%s, %s)", ORG, AGENT),
             "chat": call(None, "SELECT memory.render(%s, %s)", ORG, CHAT),
-            "facts": [call(None, "SELECT memory.get_fact(%s)", f[0]) for f in facts],
+            "facts": [call(None, "SELECT memory.get_fact(%s, %s)", ORG, f[0]) for f in facts],
             "search": call(
                 me,
                 "SELECT id, content, score FROM memory.search_facts(%s, 'where is the office', %s::real[])",
