@@ -65,10 +65,8 @@ PLAIN_LOOP = "plain SQL top-1, then INSERT (200 calls)"
 METHODS = (SAVE_FACTS, SEARCH_INSERT, SAVE_FACT_LOOP, PLAIN_LOOP)
 
 INSERT = """
-    INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash, text_key,
-                              search_text, embedding)
-    VALUES (%(org)s, %(nsid)s, %(c)s, md5(%(c)s), memory._normalized_key(%(c)s),
-            memory._search_text(%(c)s), %(v)b::real[]::vector)
+    INSERT INTO memory.facts (organization_id, namespace_id, content, embedding)
+    VALUES (%(org)s, %(nsid)s, %(c)s, %(v)b::real[]::vector)
 """
 PLAIN_NEAREST = """
     SELECT 1 - (embedding <=> %(v)b::real[]::vector) FROM memory.facts
@@ -103,8 +101,8 @@ class Namespaces:
                 with (
                     conn.cursor() as cur,
                     cur.copy(
-                        "COPY memory.facts (organization_id, namespace_id, content, content_hash, "
-                        "text_key, search_text, embedding) FROM STDIN"
+                        "COPY memory.facts (organization_id, namespace_id, content, embedding)"
+                        " FROM STDIN"
                     ) as copy,
                 ):
                     for i, v in enumerate(vecs):
@@ -113,9 +111,6 @@ class Namespaces:
                                 ORG,
                                 nsid,
                                 f"generated fact {i}",
-                                "0",
-                                f"k{i}",
-                                f"'fact' 'generat' '{i}'",
                                 "[" + ",".join(f"{x:.6g}" for x in v) + "]",
                             )
                         )

@@ -273,10 +273,9 @@ def load(conn: psycopg.Connection, dsn: str, corpus: Corpus) -> dict[str, float]
         {"org": ORG},
     )
     conn.execute(
-        "INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash, text_key, "
-        "search_text, embedding, embedding_model) "
-        "SELECT %(org)s, memory._namespace_id(%(org)s, 'user', owner, NULL), content, md5(content), "
-        "memory._normalized_key(content), to_tsvector('english', content), embedding, 'generated' "
+        "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding, embedding_model) "
+        "SELECT %(org)s, memory._namespace_id(%(org)s, 'user', owner, NULL), content, embedding,"
+        " 'generated' "
         "FROM bench_staging ORDER BY random()",  # a user's facts spread over the table
         {"org": ORG},
     )

@@ -62,6 +62,17 @@ SELECT pg_catalog.pg_extension_config_dump('memory.files', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.permissions', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.settings', '');
 
+-- Values derived from a memory's content are computed in one place each, never
+-- by its writers: the hash and the dedupe key are generated columns, the
+-- tsvector is set by a trigger (it follows setting text_search_config, so it
+-- cannot be a generated column); see memory._derive_search_text.
+
+-- The dedupe key of a text: trimmed, whitespace collapsed, lower-cased, hashed.
+CREATE FUNCTION memory._normalized_key(content text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT md5(lower(regexp_replace(btrim(content), '\s+', ' ', 'g'))) $$;
+
 -- Archival memory: facts with an embedding (null = pending) and a tsvector.
 -- The embedding column's type and dimension follow memory.configure_embeddings.
 CREATE TABLE memory.facts (
@@ -69,9 +80,11 @@ CREATE TABLE memory.facts (
     id uuid NOT NULL DEFAULT gen_random_uuid(),
     namespace_id uuid NOT NULL,
     content text NOT NULL CHECK (content <> ''),
-    content_hash text NOT NULL,   -- md5(content): set_memory_embeddings writes only on a match
-    text_key text NOT NULL,       -- md5 of the normalized text: dedupe without embeddings
-    search_text tsvector NOT NULL,
+    -- set_memory_embeddings writes a vector only while the hash still matches
+    content_hash text NOT NULL GENERATED ALWAYS AS (md5(content)) STORED,
+    -- dedupe without embeddings
+    text_key text NOT NULL GENERATED ALWAYS AS (memory._normalized_key(content)) STORED,
+    search_text tsvector NOT NULL,  -- memory._derive_search_text
     embedding @extschema:vector@.vector(1536),
     embedding_model text,
     lease_until timestamptz,      -- pending_embeddings hands a row to one worker at a time
@@ -113,8 +126,8 @@ CREATE TABLE memory.messages (
     message_id text NOT NULL CHECK (message_id <> '' AND octet_length(message_id) <= 1024),
     role text NOT NULL CHECK (role <> '' AND octet_length(role) <= 64),
     content text NOT NULL,
-    content_hash text NOT NULL,
-    search_text tsvector NOT NULL,
+    content_hash text NOT NULL GENERATED ALWAYS AS (md5(content)) STORED,
+    search_text tsvector NOT NULL,  -- memory._derive_search_text
     embedding @extschema:vector@.vector(1536),
     embedding_model text,
     lease_until timestamptz,

@@ -1,15 +1,26 @@
 -- Archival memory: facts saved once (near-duplicates refused),
 -- forgotten or superseded but kept, edited with a version bump.
 
-CREATE FUNCTION memory._normalized_key(content text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT md5(lower(regexp_replace(btrim(content), '\s+', ' ', 'g'))) $$;
-
 CREATE FUNCTION memory._search_text(content text) RETURNS tsvector
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT to_tsvector(memory._setting_text('text_search_config')::regconfig, content) $$;
+
+-- Every writer of facts and messages gets its tsvector here, from its content.
+CREATE FUNCTION memory._derive_search_text() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.search_text := memory._search_text(NEW.content);
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER facts_search_text BEFORE INSERT OR UPDATE OF content ON memory.facts
+    FOR EACH ROW EXECUTE FUNCTION memory._derive_search_text();
+CREATE TRIGGER messages_search_text BEFORE INSERT OR UPDATE OF content ON memory.messages
+    FOR EACH ROW EXECUTE FUNCTION memory._derive_search_text();
 
 -- After text_search_config changes, every stored tsvector follows it.
 CREATE FUNCTION memory._rederive_search_text() RETURNS void
@@ -54,10 +65,9 @@ CREATE FUNCTION memory._insert_fact(target memory.namespaces, content text,
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
-    INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash, text_key,
-                              search_text, embedding, embedding_model, source)
-    VALUES (target.organization_id, target.id, content, md5(content), memory._normalized_key(content),
-            memory._search_text(content), embedding, CASE WHEN embedding IS NOT NULL THEN model END, source)
+    INSERT INTO memory.facts (organization_id, namespace_id, content, embedding, embedding_model, source)
+    VALUES (target.organization_id, target.id, content, embedding,
+            CASE WHEN embedding IS NOT NULL THEN model END, source)
     RETURNING id
 $$;
 
@@ -236,8 +246,7 @@ DECLARE
 BEGIN
     PERFORM memory._check_fact_text(content);
     UPDATE memory.facts f
-    SET content = edit_fact.content, content_hash = md5(edit_fact.content),
-        text_key = memory._normalized_key(edit_fact.content), search_text = memory._search_text(edit_fact.content),
+    SET content = edit_fact.content,
         embedding = NULL, embedding_model = NULL, lease_until = NULL,
         version = f.version + 1, updated_at = now()
     WHERE f.organization_id = fact.organization_id AND f.id = fact.id

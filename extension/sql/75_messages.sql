@@ -63,13 +63,12 @@ BEGIN
     END;
     owner := memory._resolve(org, jsonb_build_object('owner_id', message ->> 'owner_id'), 'write');
     INSERT INTO memory.messages AS m (organization_id, namespace_id, chat_id, message_id, role, content,
-                                      content_hash, search_text, embedding, embedding_model, created_at)
+                                      embedding, embedding_model, created_at)
     VALUES (org, owner.id, memory._message_text(message, 'chat_id', 1024), memory._message_text(message, 'id', 1024),
-            memory._message_text(message, 'role', 64), content, md5(content), memory._search_text(content),
+            memory._message_text(message, 'role', 64), content,
             vec, CASE WHEN vec IS NOT NULL THEN message ->> 'embedding_model' END, created)
     ON CONFLICT ON CONSTRAINT messages_message_key DO UPDATE
-    SET role = excluded.role, content = excluded.content, content_hash = excluded.content_hash,
-        search_text = excluded.search_text, created_at = excluded.created_at, indexed_at = now(),
+    SET role = excluded.role, content = excluded.content, created_at = excluded.created_at, indexed_at = now(),
         embedding = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding
                          WHEN m.content_hash = excluded.content_hash THEN m.embedding END,
         embedding_model = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding_model

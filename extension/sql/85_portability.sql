@@ -157,12 +157,10 @@ BEGIN
         FOR item IN SELECT * FROM memory._export_array(data, 'facts') LOOP
             PERFORM memory._check_fact_text(item ->> 'content');
             PERFORM memory._check_source(item -> 'source');
-            INSERT INTO memory.facts (organization_id, id, namespace_id, content, content_hash, text_key, search_text,
+            INSERT INTO memory.facts (organization_id, id, namespace_id, content,
                                       embedding, embedding_model, version, source, created_at, updated_at,
                                       forgotten_at, superseded_by)
             VALUES (org, (fact_ids ->> ((item ->> 'id')::uuid::text))::uuid, target.id, item ->> 'content',
-                    md5(item ->> 'content'), memory._normalized_key(item ->> 'content'),
-                    memory._search_text(item ->> 'content'),
                     CASE WHEN item -> 'embedding' <> 'null' THEN memory._embedding_json(item -> 'embedding') END,
                     item ->> 'embedding_model', memory._import_version(item, 'fact'),
                     nullif(item -> 'source', 'null'), (item ->> 'created_at')::timestamptz,
@@ -178,9 +176,8 @@ BEGIN
             END IF;
             PERFORM memory._check_size(item ->> 'content');
             INSERT INTO memory.messages (organization_id, namespace_id, chat_id, message_id, role, content,
-                                         content_hash, search_text, embedding, embedding_model, created_at, indexed_at)
+                                         embedding, embedding_model, created_at, indexed_at)
             VALUES (org, target.id, item ->> 'chat_id', item ->> 'id', item ->> 'role', item ->> 'content',
-                    md5(item ->> 'content'), memory._search_text(item ->> 'content'),
                     CASE WHEN item -> 'embedding' <> 'null' THEN memory._embedding_json(item -> 'embedding') END,
                     item ->> 'embedding_model', (item ->> 'created_at')::timestamptz,
                     (item ->> 'indexed_at')::timestamptz);

@@ -549,7 +549,17 @@ class Arena:
                 "DELETE FROM memory.settings; DELETE FROM memory.documents"
             )
             for table in TABLES:
-                self.su.execute(f"INSERT INTO memory.{table} SELECT * FROM fuzz_baseline.{table}")
+                # Generated columns (content hashes, dedupe keys) are derived again.
+                columns = self.su.execute(
+                    "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+                    " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
+                    " AND attgenerated = ''",
+                    (f"memory.{table}",),
+                ).fetchone()[0]
+                self.su.execute(
+                    f"INSERT INTO memory.{table} ({columns})"
+                    f" SELECT {columns} FROM fuzz_baseline.{table}"
+                )
         self.current = self.snapshot()
         assert self.current == self.baseline
 

@@ -84,9 +84,8 @@ def test_short_load_keeps_every_acknowledged_write(dsn: str) -> None:
         conn.execute("UPDATE memory.facts SET forgotten_at = now() WHERE id = %s", (facts[0][0],))
         near = np.asarray(json.loads(facts[1][2])) * 1.01 + 0.001
         conn.execute(
-            "INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash,"
-            " text_key, search_text, embedding)"
-            " VALUES (%s, %s, 'slipped past dedupe', md5('x'), md5('x'), ''::tsvector, %s::vector)",
+            "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding)"
+            " VALUES (%s, %s, 'slipped past dedupe', %s::vector)",
             (world.org, facts[1][1], json.dumps(near.tolist())),
         )
     problems = load.check()["problems"]

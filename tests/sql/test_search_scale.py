@@ -69,10 +69,8 @@ def big_db(pg_server) -> Iterator[tuple[psycopg.Connection, np.ndarray]]:
                 for n in range(count):
                     copy.write_row((ns_ids[user], f"fact {n} of user {index}", vectors[n]))
         cur.execute(
-            "INSERT INTO memory.facts (organization_id, namespace_id, content, content_hash, "
-            "text_key, search_text, embedding) "
-            "SELECT %s, namespace_id, content, md5(content), md5(content), "
-            "to_tsvector('english', content), embedding FROM staged",
+            "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding) "
+            "SELECT %s, namespace_id, content, embedding FROM staged",
             (ORG,),
         )
         cur.execute("SET maintenance_work_mem = '1GB'")
