@@ -1,6 +1,16 @@
 """pgmemory: long-term memory for AI assistants, as a PostgreSQL extension."""
 
-from .calls import Document, DocumentInfo, FactHit, FileInfo, MessageHit, SavedFact
+from .calls import (
+    Document,
+    DocumentInfo,
+    Fact,
+    FactHit,
+    FileContent,
+    FileInfo,
+    MessageHit,
+    SavedFact,
+    Written,
+)
 from .client import (
     Archival,
     AsyncArchival,
@@ -46,7 +56,9 @@ __all__ = [
     "EmbedderError",
     "EmbeddingInvalid",
     "Exists",
+    "Fact",
     "FactHit",
+    "FileContent",
     "FileInfo",
     "Forbidden",
     "Invalid",
@@ -62,4 +74,5 @@ __all__ = [
     "SavedFact",
     "SetupError",
     "TooLarge",
+    "Written",
 ]

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from psycopg.types.json import Jsonb
 
@@ -38,6 +38,36 @@ class Call(Generic[T]):
     sql: LiteralString
     params: tuple[Any, ...]
     shape: Callable[[Rows], T]
+
+
+class FileContent(TypedDict):
+    """A core memory file as `read` returns it (the SQL's jsonb; timestamps as ISO strings)."""
+
+    path: str
+    content: str
+    version: int
+    updated_at: str
+
+
+class Written(TypedDict):
+    """What `write` returns: the normalized path and the file's new version."""
+
+    path: str
+    version: int
+
+
+class Fact(TypedDict):
+    """A fact as `archival.get` returns it, forgotten ones too (timestamps as ISO strings)."""
+
+    id: str
+    content: str
+    version: int
+    ns: dict[str, Any]
+    created_at: str
+    forgotten_at: str | None
+    superseded_by: str | None
+    embedding_pending: bool
+    source: Any
 
 
 @dataclass(frozen=True)
@@ -169,7 +199,7 @@ def render(org: Org, ns: dict[str, Any] | None, max_chars: int | None) -> Call[s
     )
 
 
-def read(org: Org, path: str, ns: dict[str, Any] | None) -> Call[dict[str, Any] | None]:
+def read(org: Org, path: str, ns: dict[str, Any] | None) -> Call[FileContent | None]:
     return Call(
         "SELECT memory.read(%s::uuid, %s::text, %s::jsonb)",
         (_uuid(org), path, _ns(ns)),
@@ -179,7 +209,7 @@ def read(org: Org, path: str, ns: dict[str, Any] | None) -> Call[dict[str, Any] 
 
 def write(
     org: Org, path: str, content: str, expected_version: int | None, ns: dict[str, Any] | None
-) -> Call[dict[str, Any]]:
+) -> Call[Written]:
     return Call(
         "SELECT memory.write(%s::uuid, %s::text, %s::text, %s::bigint, %s::jsonb)",
         (_uuid(org), path, content, expected_version, _ns(ns)),
@@ -325,7 +355,7 @@ def edit_fact(org: Org, fact_id: uuid.UUID | str, content: str) -> Call[int]:
     )
 
 
-def get_fact(org: Org, fact_id: uuid.UUID | str) -> Call[dict[str, Any]]:
+def get_fact(org: Org, fact_id: uuid.UUID | str) -> Call[Fact]:
     return Call("SELECT memory.get_fact(%s::uuid, %s::uuid)", (_uuid(org), fact_id), _value)
 
 

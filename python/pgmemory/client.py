@@ -31,12 +31,15 @@ from . import calls
 from .calls import (
     Document,
     DocumentInfo,
+    Fact,
     FactHit,
+    FileContent,
     FileInfo,
     MessageHit,
     Org,
     SavedFact,
     Vector,
+    Written,
 )
 from .connection import AsyncSource, Source
 from .embedders import Embedder
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
 S = TypeVar("S", Source, AsyncSource)
 Ns = dict[str, Any] | None
 Id = uuid.UUID | str
-Fact = str | Mapping[str, Any]
+FactInput = str | Mapping[str, Any]  # a fact to save: its text, or {"content", "source"?}
 # Called after each batch of embed_pending with (written so far, rows in this batch).
 OnBatch = Callable[[int, int], object]
 # `Documents.list` would shadow the builtin in its class's annotations.
@@ -134,7 +137,7 @@ class Memory(_Client[Source]):
     def render(self, org: Org, ns: Ns = None, max_chars: int | None = None) -> str:
         return self._source.execute(self._claims, calls.render(org, ns, max_chars))
 
-    def read(self, org: Org, path: str, ns: Ns = None) -> dict[str, Any] | None:
+    def read(self, org: Org, path: str, ns: Ns = None) -> FileContent | None:
         return self._source.execute(self._claims, calls.read(org, path, ns))
 
     def write(
@@ -144,7 +147,7 @@ class Memory(_Client[Source]):
         content: str,
         expected_version: int | None = None,
         ns: Ns = None,
-    ) -> dict[str, Any]:
+    ) -> Written:
         call = calls.write(org, path, content, expected_version, ns)
         return self._source.execute(self._claims, call)
 
@@ -269,7 +272,7 @@ class AsyncMemory(_Client[AsyncSource]):
     async def render(self, org: Org, ns: Ns = None, max_chars: int | None = None) -> str:
         return await self._source.execute(self._claims, calls.render(org, ns, max_chars))
 
-    async def read(self, org: Org, path: str, ns: Ns = None) -> dict[str, Any] | None:
+    async def read(self, org: Org, path: str, ns: Ns = None) -> FileContent | None:
         return await self._source.execute(self._claims, calls.read(org, path, ns))
 
     async def write(
@@ -279,7 +282,7 @@ class AsyncMemory(_Client[AsyncSource]):
         content: str,
         expected_version: int | None = None,
         ns: Ns = None,
-    ) -> dict[str, Any]:
+    ) -> Written:
         call = calls.write(org, path, content, expected_version, ns)
         return await self._source.execute(self._claims, call)
 
@@ -415,7 +418,7 @@ class Archival(_View):
     def save_extracted(
         self,
         org: Org,
-        facts: Sequence[Fact],
+        facts: Sequence[FactInput],
         ns: Ns = None,
         threshold: float | None = None,
     ) -> list[SavedFact]:
@@ -453,7 +456,7 @@ class Archival(_View):
         """Replace a fact's content; returns its new version. Its embedding becomes pending."""
         return self._execute(calls.edit_fact(org, id, content))
 
-    def get(self, org: Org, id: Id) -> dict[str, Any]:
+    def get(self, org: Org, id: Id) -> Fact:
         """A fact, forgotten ones too: id, content, version, ns, created_at, forgotten_at,
         superseded_by, embedding_pending, source."""
         return self._execute(calls.get_fact(org, id))
@@ -470,7 +473,7 @@ class AsyncArchival(_AsyncView):
     async def save_extracted(
         self,
         org: Org,
-        facts: Sequence[Fact],
+        facts: Sequence[FactInput],
         ns: Ns = None,
         threshold: float | None = None,
     ) -> list[SavedFact]:
@@ -500,7 +503,7 @@ class AsyncArchival(_AsyncView):
         """See `Archival.edit`."""
         return await self._execute(calls.edit_fact(org, id, content))
 
-    async def get(self, org: Org, id: Id) -> dict[str, Any]:
+    async def get(self, org: Org, id: Id) -> Fact:
         """See `Archival.get`."""
         return await self._execute(calls.get_fact(org, id))
 
