@@ -272,3 +272,39 @@ BEGIN
         'source', fact.source);
 END
 $$;
+
+-- A namespace's facts a page at a time, oldest first (forgotten ones too on
+-- request), without a query: for listing and review. `after_id` continues
+-- after that fact of the same namespace.
+CREATE FUNCTION memory.list_facts(org uuid, ns jsonb DEFAULT '{}', max int DEFAULT 100,
+                                  after_id uuid DEFAULT NULL, include_forgotten boolean DEFAULT false)
+RETURNS TABLE (id uuid, content text, version bigint, created_at timestamptz, forgotten_at timestamptz,
+               superseded_by uuid, embedding_pending boolean)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    target memory.namespaces := memory._resolve(org, ns, 'read');
+    cursor_at timestamptz;
+BEGIN
+    IF max IS NULL OR max < 1 OR max > 1000 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'max must be between 1 and 1000');
+    END IF;
+    IF after_id IS NOT NULL THEN
+        SELECT f.created_at INTO cursor_at FROM memory.facts f
+        WHERE f.organization_id = org AND f.namespace_id = target.id AND f.id = after_id;
+        IF cursor_at IS NULL THEN
+            PERFORM memory._fail('MEMORY_NOT_FOUND', format('fact %s does not exist', after_id));
+        END IF;
+    END IF;
+    RETURN QUERY
+    SELECT f.id, f.content, f.version, f.created_at, f.forgotten_at, f.superseded_by, f.embedding IS NULL
+    FROM memory.facts f
+    WHERE f.organization_id = org AND f.namespace_id = target.id
+      AND (include_forgotten OR f.forgotten_at IS NULL)
+      AND (after_id IS NULL OR (f.created_at, f.id) > (cursor_at, after_id))
+    ORDER BY f.created_at, f.id
+    LIMIT max;
+END
+$$;

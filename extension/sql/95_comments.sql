@@ -69,3 +69,7 @@ COMMENT ON FUNCTION memory.export(uuid, jsonb) IS
     'Every memory of a namespace as JSON that memory.import loads back.';
 COMMENT ON FUNCTION memory.import(uuid, jsonb, jsonb) IS
     'Load an export into a namespace, all or nothing; returns counts.';
+COMMENT ON FUNCTION memory.list_facts(uuid, jsonb, integer, uuid, boolean) IS
+    'A namespace''s facts a page at a time, oldest first; after_id continues a listing.';
+COMMENT ON FUNCTION memory.stats(uuid, jsonb) IS
+    'Counts of what a namespace holds (files, facts, pending, forgotten, messages); leases nothing.';

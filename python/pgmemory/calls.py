@@ -359,6 +359,34 @@ def get_fact(org: Org, fact_id: uuid.UUID | str) -> Call[Fact]:
     return Call("SELECT memory.get_fact(%s::uuid, %s::uuid)", (_uuid(org), fact_id), _value)
 
 
+@dataclass(frozen=True)
+class FactInfo:
+    """One fact of a namespace, as listed by `archival.list` (oldest first)."""
+
+    id: uuid.UUID
+    content: str
+    version: int
+    created_at: datetime
+    forgotten_at: datetime | None
+    superseded_by: uuid.UUID | None
+    embedding_pending: bool
+
+
+def list_facts(
+    org: Org, ns: Namespace | None, max: int, after: uuid.UUID | str | None, forgotten: bool
+) -> Call[list[FactInfo]]:
+    return Call(
+        "SELECT id, content, version, created_at, forgotten_at, superseded_by, embedding_pending"
+        " FROM memory.list_facts(%s::uuid, %s::jsonb, %s::int, %s::uuid, %s::boolean)",
+        (_uuid(org), _ns(ns), max, after, forgotten),
+        lambda rows: [FactInfo(*row) for row in rows],
+    )
+
+
+def stats(org: Org, ns: Namespace | None) -> Call[dict[str, int]]:
+    return Call("SELECT memory.stats(%s::uuid, %s::jsonb)", (_uuid(org), _ns(ns)), _value)
+
+
 # ------------------------------------------------------------------ embeddings (service)
 
 

@@ -346,6 +346,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_argument("--type", choices=["vector", "halfvec"], default="vector")
 
+    sub = command(
+        "stats", cmd_stats, "how many files, facts and messages a namespace holds", identity
+    )
+    sub.add_argument("org", type=_uuid, metavar="ORG")
+
+    sub = command("facts", cmd_facts, "list a namespace's facts, oldest first", identity)
+    sub.add_argument("org", type=_uuid, metavar="ORG")
+    sub.add_argument(
+        "--max", type=_positive, default=100, metavar="N", help="facts per page (default: 100)"
+    )
+    sub.add_argument("--after", type=_uuid, metavar="ID", help="continue after this fact")
+    sub.add_argument("--forgotten", action="store_true", help="include forgotten facts")
+
     sub = command("export", cmd_export, "every memory of a namespace as JSON", identity)
     sub.add_argument("org", type=_uuid, metavar="ORG")
     sub.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
@@ -599,6 +612,35 @@ def cmd_configure_embeddings(args: argparse.Namespace) -> int:
     with _memory(args, embedder) as mem:
         config = mem.configure_embeddings(args.dimensions, args.type)
     _emit(args, _counts(config), config)
+    return 0
+
+
+STATS_ORDER = ("files", "facts", "facts_pending", "forgotten", "messages", "messages_pending")
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        counts = _acting(args, mem).stats(args.org, args.ns)
+    # jsonb keeps its keys shortest first; people read them in this order.
+    counts = {k: counts[k] for k in STATS_ORDER if k in counts} | counts
+    _emit(args, _counts(counts), counts)
+    return 0
+
+
+def _fact_line(fact: Any) -> str:
+    content = fact.content.replace("\\", "\\\\").replace("\n", "\\n")
+    marks = ("forgotten " if fact.forgotten_at else "") + (
+        "pending " if fact.embedding_pending else ""
+    )
+    return f"{fact.id}  v{fact.version}  {marks}{content}"
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        facts = _acting(args, mem).archival.list(
+            args.org, args.ns, max=args.max, after=args.after, forgotten=args.forgotten
+        )
+    _emit(args, "\n".join(_fact_line(f) for f in facts) if facts else None, {"facts": facts})
     return 0
 
 

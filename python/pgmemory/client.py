@@ -33,6 +33,7 @@ from .calls import (
     DocumentInfo,
     Fact,
     FactHit,
+    FactInfo,
     FileContent,
     FileInfo,
     MessageHit,
@@ -182,6 +183,11 @@ class Memory(_Client[Source]):
         permissions there (service only); returns counts per kind."""
         return self._source.execute(self._claims, calls.erase_user(org, user_id))
 
+    def stats(self, org: Org, ns: Ns = None) -> dict[str, int]:
+        """Counts of what a namespace holds: files, facts, facts_pending, forgotten,
+        messages, messages_pending. A look: nothing is leased or changed."""
+        return self._source.execute(self._claims, calls.stats(org, ns))
+
     def export(self, org: Org, ns: Ns = None) -> dict[str, Any]:
         """Every memory of a namespace (files, facts with embeddings, messages) as JSON
         that `import_` loads back."""
@@ -319,6 +325,10 @@ class AsyncMemory(_Client[AsyncSource]):
     async def erase_user(self, org: Org, user_id: Id) -> dict[str, int]:
         """See `Memory.erase_user`."""
         return await self._source.execute(self._claims, calls.erase_user(org, user_id))
+
+    async def stats(self, org: Org, ns: Ns = None) -> dict[str, int]:
+        """See `Memory.stats`."""
+        return await self._source.execute(self._claims, calls.stats(org, ns))
 
     async def export(self, org: Org, ns: Ns = None) -> dict[str, Any]:
         """See `Memory.export`."""
@@ -461,6 +471,19 @@ class Archival(_View):
         superseded_by, embedding_pending, source."""
         return self._execute(calls.get_fact(org, id))
 
+    def list(
+        self,
+        org: Org,
+        ns: Ns = None,
+        *,
+        max: int = 100,
+        after: Id | None = None,
+        forgotten: bool = False,
+    ) -> list[FactInfo]:
+        """A namespace's facts, oldest first, `max` at a time; `after` (a fact's id)
+        continues a listing, `forgotten=True` includes forgotten facts."""
+        return self._execute(calls.list_facts(org, ns, max, after, forgotten))
+
 
 class AsyncArchival(_AsyncView):
     """`Archival` for an `AsyncMemory`; embeds with the embedder's `aembed`."""
@@ -506,6 +529,18 @@ class AsyncArchival(_AsyncView):
     async def get(self, org: Org, id: Id) -> Fact:
         """See `Archival.get`."""
         return await self._execute(calls.get_fact(org, id))
+
+    async def list(
+        self,
+        org: Org,
+        ns: Ns = None,
+        *,
+        max: int = 100,
+        after: Id | None = None,
+        forgotten: bool = False,
+    ) -> list[FactInfo]:
+        """See `Archival.list`."""
+        return await self._execute(calls.list_facts(org, ns, max, after, forgotten))
 
 
 class Recall(_View):

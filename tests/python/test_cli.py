@@ -769,3 +769,29 @@ def test_up_status_down(data_dir: Path, tmp_path: Path, org: uuid.UUID) -> None:
     assert run_cli("view", org, "/memories/a.md", "--ns", ns, env=env) == Result(0, VIEW_A, "")
     other = base_env(tmp_path)  # PGMEMORY_DATA elsewhere; --data-dir names the server
     assert run_cli("down", "--data-dir", data_dir, env=other).code == 0
+
+
+def test_stats_and_facts(cli: Cli, dsn: str, org: uuid.UUID, user: uuid.UUID) -> None:
+    assert cli("stats", org, "--user", user).out == (
+        "files=0 facts=0 facts_pending=0 forgotten=0 messages=0 messages_pending=0\n"
+    )
+    assert cli("run", org, json.dumps(CREATE_A), "--user", user).code == 0
+    with Memory(dsn, service=True) as mem:
+        archival = mem.as_user(user).archival
+        ids = [archival.save(org, t) for t in ("Lives in Porto", "Lives in Lisbon", "Two\nlines")]
+        archival.forget(org, ids[0], superseded_by=ids[1])
+    assert cli("--json", "stats", org, "--user", user).json() == {
+        "files": 1,
+        "facts": 2,
+        "facts_pending": 2,
+        "forgotten": 1,
+        "messages": 0,
+        "messages_pending": 0,
+    }
+    assert cli("facts", org, "--user", user) == Result(
+        0, f"{ids[1]}  v1  pending Lives in Lisbon\n{ids[2]}  v1  pending Two\\nlines\n", ""
+    )
+    page = cli("--json", "facts", org, "--user", user, "--max", "1", "--forgotten")
+    assert [f["id"] for f in page.json()["facts"]] == [str(ids[0])]
+    rest = cli("--json", "facts", org, "--user", user, "--after", ids[0], "--forgotten")
+    assert [f["content"] for f in rest.json()["facts"]] == ["Lives in Lisbon", "Two\nlines"]
