@@ -291,6 +291,9 @@ def fact_item(fact: str | Mapping[str, Any]) -> dict[str, Any]:
     return item
 
 
+SAVE_FACTS_MAX = 1000  # facts per memory.save_facts call, the SQL's own limit
+
+
 def save_facts(
     org: Org,
     items: Sequence[dict[str, Any]],
@@ -298,20 +301,35 @@ def save_facts(
     ns: Namespace | None,
     threshold: float | None,
     model: str | None = None,
-) -> Call[list[SavedFact]]:
-    """`embeddings`: the embedder's answer for the items' contents, or None (saved pending);
-    `model` is recorded with them."""
+) -> list[Call[list[SavedFact]]]:
+    """One call per `SAVE_FACTS_MAX` facts, their `ord`s counting on across calls.
+
+    `embeddings`: the embedder's answer for the items' contents, or None (saved
+    pending); `model` is recorded with them. Each call sees the namespace as the
+    ones before left it, so dedupe spans them; each is all or nothing.
+    """
     if embeddings is not None:
         _check_count(embeddings, len(items))
         items = [
             {**item, "embedding": _json_vector(v), "embedding_model": model}
             for item, v in zip(items, embeddings, strict=True)
         ]
+    starts = range(0, max(len(items), 1), SAVE_FACTS_MAX)
+    return [_save_facts(org, items[s : s + SAVE_FACTS_MAX], ns, threshold, s) for s in starts]
+
+
+def _save_facts(
+    org: Org,
+    items: Sequence[dict[str, Any]],
+    ns: Namespace | None,
+    threshold: float | None,
+    offset: int,
+) -> Call[list[SavedFact]]:
     return Call(
         "SELECT ord, id, duplicate_of, similarity"
         " FROM memory.save_facts(%s::uuid, %s::jsonb, %s::jsonb, %s::float8)",
         (_uuid(org), _json(list(items)), _ns(ns), threshold),
-        lambda rows: [SavedFact(*row) for row in rows],
+        lambda rows: [SavedFact(ord + offset, *rest) for ord, *rest in rows],
     )
 
 

@@ -586,8 +586,22 @@ def _hit_line(hit: Any) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     with _memory(args, _embedder(args)) as mem:
-        hits = _acting(args, mem).archival.search(args.org, args.query, args.ns, args.k)
-    _emit(args, "\n".join(_hit_line(h) for h in hits) if hits else None, {"hits": hits})
+        who = _acting(args, mem)
+        hits = who.archival.search(args.org, args.query, args.ns, args.k)
+        namespaces = args.ns if isinstance(args.ns, list) else [args.ns]
+        pending = sum(who.stats(args.org, ns)["facts_pending"] for ns in namespaces)
+    if pending and not args.json:
+        # Said, not hidden: the vector half of the search cannot see these yet.
+        print(
+            f"pgmemory: {pending} facts wait for an embedding; only full text finds them"
+            " until `pgmemory embed-pending`",
+            file=sys.stderr,
+        )
+    _emit(
+        args,
+        "\n".join(_hit_line(h) for h in hits) if hits else None,
+        {"hits": hits, "pending": pending},
+    )
     return 0
 
 

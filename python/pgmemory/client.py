@@ -436,11 +436,14 @@ class Archival(_View):
 
         Near-duplicates (cosine similarity ≥ `threshold`, default the setting
         `dedupe_threshold`) of live facts or of earlier facts of the batch are
-        refused; the result has one row per fact, in order.
+        refused; the result has one row per fact, in order. All are embedded in
+        one embedder call; more than 1,000 are saved 1,000 per call, each call
+        all or nothing, dedupe across all of them.
         """
         items = [calls.fact_item(f) for f in facts]
         vectors = self._embed([item["content"] for item in items])
-        return self._execute(calls.save_facts(org, items, vectors, ns, threshold, self._model()))
+        batches = calls.save_facts(org, items, vectors, ns, threshold, self._model())
+        return [row for call in batches for row in self._execute(call)]
 
     def search(
         self,
@@ -503,8 +506,8 @@ class AsyncArchival(_AsyncView):
         """See `Archival.save_extracted`."""
         items = [calls.fact_item(f) for f in facts]
         vectors = await self._embed([item["content"] for item in items])
-        call = calls.save_facts(org, items, vectors, ns, threshold, self._model())
-        return await self._execute(call)
+        batches = calls.save_facts(org, items, vectors, ns, threshold, self._model())
+        return [row for call in batches for row in await self._execute(call)]
 
     async def search(
         self,

@@ -334,16 +334,22 @@ def _save(dsn: str, org: uuid.UUID, user: uuid.UUID, *facts: str) -> list[uuid.U
 
 def test_search_full_text(cli: Cli, dsn: str, org: uuid.UUID, user: uuid.UUID) -> None:
     lisbon, _, tea = _save(dsn, org, user, LISBON, PEANUTS, TEA)
+    # Saved without an embedder: pending, and the search says so.
+    pending = (
+        "pgmemory: 3 facts wait for an embedding; only full text finds them"
+        " until `pgmemory embed-pending`\n"
+    )
     assert cli("search", org, "Lisbon office", "--user", user) == Result(
-        0, f"0.0164  {lisbon}  {LISBON}\n", ""
+        0, f"0.0164  {lisbon}  {LISBON}\n", pending
     )
     # One hit per line: a newline inside a fact is shown as \n.
     assert cli("search", org, "tea", "--ns", owner(user)) == Result(
-        0, f"0.0164  {tea}  Drinks green tea\\nno sugar\n", ""
+        0, f"0.0164  {tea}  Drinks green tea\\nno sugar\n", pending
     )
-    assert cli("search", org, "unheard-of", "--user", user) == Result(0, "", "")
+    assert cli("search", org, "unheard-of", "--user", user) == Result(0, "", pending)
 
     done = cli("search", org, "Lisbon office", "--user", user, "--json")
+    assert (done.err, done.json()["pending"]) == ("", 3)
     (hit,) = done.json()["hits"]
     assert {k: v for k, v in hit.items() if k != "created_at"} == {
         "id": str(lisbon),

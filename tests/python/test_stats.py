@@ -32,3 +32,20 @@ def test_stats_and_listing(connect: Connect, grant: Any, org: uuid.UUID) -> None
     assert user.archival.list(org, forgotten=True)[0].forgotten_at is not None
     # Another user sees their own (empty) namespace.
     assert connect().as_user(grant()).archival.list(org) == []
+
+
+def test_save_extracted_saves_more_than_one_call_holds(
+    connect: Connect, grant: Any, org: uuid.UUID
+) -> None:
+    """1,001 facts: two save_facts calls, ords counting on, dedupe across them."""
+    user = connect().as_user(grant())
+    texts = [f"fact number {n}" for n in range(1000)] + ["Fact number 0"]
+    rows = user.archival.save_extracted(org, texts)
+    assert [r.ord for r in rows] == list(range(1, 1002))
+    assert all(r.id is not None for r in rows[:1000])
+    assert (rows[1000].id, rows[1000].duplicate_of, rows[1000].similarity) == (
+        None,
+        rows[0].id,
+        1.0,
+    )
+    assert user.stats(org)["facts"] == 1000
