@@ -179,7 +179,6 @@ DECLARE
     last int := total;
     header text := format(E'Here''s the content of %s with line numbers:\n', raw);
     budget int := memory._setting_int('view_max_chars');
-    needed bigint;
     shown int;
 BEGIN
     IF total > 999999 THEN
@@ -193,16 +192,17 @@ BEGIN
                      ELSE least(view_range[2], total) END;
     END IF;
     lines := lines[first + 1 : last];
-    -- Measured before numbering: a numbered line is its text and 8 more characters
-    -- (the number in 6, a tab, a newline), so only the lines shown get numbered.
-    SELECT coalesce(max(u.used), 0), count(*) FILTER (WHERE u.used <= budget - length(header) - 200)
-    INTO needed, shown
-    FROM (SELECT sum(length(t.line) + 8) OVER (ORDER BY t.i) AS used
-          FROM unnest(lines) WITH ORDINALITY AS t(line, i)) u;
-    IF length(header) + greatest(needed - 1, 0) <= budget THEN  -- the last line has no newline
+    -- Measured before numbering, so only the lines shown get numbered: each
+    -- numbered line is its text and 7 more characters (the number in 6, a tab).
+    IF length(header) + length(array_to_string(lines, E'\n')) + 7 * cardinality(lines) <= budget THEN
         RETURN header || memory._numbered(lines, first + 1);
     END IF;
-    -- Too long for one view: whole lines up to the budget, then a note pointing to view_range.
+    -- Too long for one view: whole lines up to the budget (8 more characters
+    -- each, with its newline), then a note pointing to view_range.
+    SELECT count(*) INTO shown
+    FROM (SELECT sum(length(t.line) + 8) OVER (ORDER BY t.i) AS used
+          FROM unnest(lines) WITH ORDINALITY AS t(line, i)) u
+    WHERE u.used <= budget - length(header) - 200;
     RETURN header || memory._numbered(lines[1 : shown], first + 1)
         || format(E'\n[Output truncated at %s characters: showing lines %s-%s of %s. '
                   'Use view_range to see the other lines.]',

@@ -8,6 +8,7 @@ and an id of someone else's memory answers exactly like a random id.
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgmemory import server as embedded
+from tests.conftest import SERVICE_LOGIN
 from tests.support import Failure, Principal, snapshot, user_claims
 
 CONFIGURE = "SELECT memory.configure('permission_check', %s::jsonb)"
@@ -31,14 +34,13 @@ EXPORT = "SELECT memory.export(%s, %s)"
 MAX_VERSION = 2**53 - 1
 
 
-def _not_trusted(signature: str) -> Failure:
-    return Failure(
-        "42501",
-        "MEMORY_FORBIDDEN",
-        "not permitted: the configured permission_check function may not be used: it is neither"
-        " SECURITY DEFINER nor owned by a superuser, so it would run with the extension owner's"
-        " rights for whoever can replace it",
-    )
+NOT_TRUSTED = Failure(
+    "42501",
+    "MEMORY_FORBIDDEN",
+    "not permitted: the configured permission_check function may not be used: it is neither"
+    " SECURITY DEFINER nor owned by a superuser, so it would run with the extension owner's"
+    " rights for whoever can replace it",
+)
 
 
 def _refused(signature: str, problem: str) -> Failure:
@@ -140,10 +142,8 @@ def test_a_plugin_replaced_after_configure_fails_closed_and_gains_nothing(
         "CREATE OR REPLACE FUNCTION public.chk(o uuid, u uuid, p text) RETURNS boolean"
         f" LANGUAGE plpgsql AS $${attacker.escalating_body()}$$"
     )
-    assert user.fails(LIST, org) == _not_trusted("public.chk(uuid,uuid,text)")
-    assert user.run_fails(org, {"command": "view", "path": "/memories"}) == _not_trusted(
-        "public.chk(uuid,uuid,text)"
-    )
+    assert user.fails(LIST, org) == NOT_TRUSTED
+    assert user.run_fails(org, {"command": "view", "path": "/memories"}) == NOT_TRUSTED
     assert attacker.is_superuser() is False
     # Made a definer again, it runs as the attacker, whose ALTER ROLE fails: closed.
     attacker.sql("ALTER FUNCTION public.chk(uuid, uuid, text) SECURITY DEFINER")
@@ -238,10 +238,6 @@ def test_a_renamed_plugin_is_still_the_function_called(db, service, as_, org):
 
 
 def test_a_bound_plugin_survives_dump_and_restore(db, dsn, service, as_, org, pg_server, tmp_path):
-    import subprocess
-
-    from pgmemory import server as embedded
-
     user_id = uuid.uuid4()
     db.execute(
         "CREATE SCHEMA app;"
@@ -686,8 +682,6 @@ def test_text_search_config_is_stored_qualified_and_never_temporary(db, service,
 
 
 def test_a_service_role_setting_is_a_name_never_code(db, service, as_, login_dsn, org):
-    from tests.conftest import SERVICE_LOGIN
-
     odd = "memory_service'; ALTER ROLE memory_web SUPERUSER; --"
     assert (
         service.value("SELECT memory.configure('service_role', %s::jsonb)", json.dumps(odd)) == odd
