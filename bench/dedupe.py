@@ -10,7 +10,7 @@ The table also holds a background tenant of 2,000 facts and is ANALYZEd before
 the measurements start.
 
 - save_facts: one call, 100 facts;
-- search top-1, then INSERT (the issue's client-side loop, 200 calls): per fact
+- search top-1, then INSERT (the client-side loop users write, 200 calls): per fact
   memory.search_facts with k 1 (vector only), then, when the nearest is below the
   threshold, an INSERT of the fact's row as save_facts would store it; each call its
   own transaction, as the pgmemory client runs them; not safe under concurrency;

@@ -209,7 +209,7 @@ def main() -> None:
         "",
         "## Targets",
         "",
-        "From the issue; each measured in the run of its section.",
+        "The targets, each measured in the run of its section.",
         "",
         "| target | measured | met | bench |",
         "|---|---|---|---|",
