@@ -103,6 +103,27 @@ BEGIN
 END
 $$;
 
+-- The configured embedding and how many memories have one or wait for one,
+-- across organizations (service only): what configure_embeddings would turn
+-- pending. A look: nothing is leased.
+CREATE FUNCTION memory.embedding_status() RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    config record := memory._embedding_config();
+BEGIN
+    PERFORM memory._require_service();
+    RETURN jsonb_build_object(
+        'dimensions', config.dimensions, 'type', config.type_name,
+        'embedded', (SELECT count(*) FROM memory.facts WHERE embedding IS NOT NULL)
+                  + (SELECT count(*) FROM memory.messages WHERE embedding IS NOT NULL),
+        'pending', (SELECT count(*) FROM memory.facts WHERE embedding IS NULL AND forgotten_at IS NULL)
+                 + (SELECT count(*) FROM memory.messages WHERE embedding IS NULL));
+END
+$$;
+
 -- Rows waiting for an embedding, leased to this caller for five minutes so
 -- that concurrent workers never get the same row (service only).
 CREATE FUNCTION memory.pending_embeddings(max int DEFAULT 100)

@@ -27,6 +27,8 @@ COMMENT ON FUNCTION memory.clear_files(uuid, jsonb) IS
 
 COMMENT ON FUNCTION memory.configure_embeddings(integer, text) IS
     'Service only: the dimension and type (vector, halfvec) of every embedding; existing ones turn pending.';
+COMMENT ON FUNCTION memory.embedding_status() IS
+    'Service only: the configured embedding, and how many memories have one or wait for one.';
 COMMENT ON FUNCTION memory.pending_embeddings(integer) IS
     'Service only: lease up to max memories that wait for an embedding.';
 COMMENT ON FUNCTION memory.set_memory_embeddings(uuid[], text[], jsonb, text) IS

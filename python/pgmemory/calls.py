@@ -408,6 +408,10 @@ def stats(org: Org, ns: Namespace | None) -> Call[dict[str, int]]:
 # ------------------------------------------------------------------ embeddings (service)
 
 
+def embedding_status() -> Call[dict[str, Any]]:
+    return Call("SELECT memory.embedding_status()", (), _value)
+
+
 def configure_embeddings(dimensions: int, kind: str) -> Call[dict[str, Any]]:
     return Call("SELECT memory.configure_embeddings(%s::int, %s::text)", (dimensions, kind), _value)
 

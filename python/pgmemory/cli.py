@@ -345,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
         _embedder_options(None, "the dimensions (default: the embedder's)"),
     )
     sub.add_argument("--type", choices=["vector", "halfvec"], default="vector")
+    sub.add_argument(
+        "--yes", action="store_true", help="do not ask before turning existing embeddings pending"
+    )
 
     sub = command(
         "stats", cmd_stats, "how many files, facts and messages a namespace holds", identity
@@ -624,9 +627,35 @@ def cmd_configure_embeddings(args: argparse.Namespace) -> int:
     if embedder is None and args.dimensions is None:
         _usage(args, "give --dimensions N or --embedder (whose dimensions to use)")
     with _memory(args, embedder) as mem:
-        config = mem.configure_embeddings(args.dimensions, args.type)
+        dimensions = (
+            args.dimensions if embedder is None else (args.dimensions or embedder.dimensions)
+        )
+        status = mem.embedding_status()
+        change = (status["dimensions"], status["type"]) != (dimensions, args.type)
+        if change and status["embedded"] and not _confirmed(args, status["embedded"]):
+            return 1
+        config = mem.configure_embeddings(dimensions, args.type)
+    if change and status["embedded"] and not args.json:
+        print(
+            f"pgmemory: {status['embedded']} embeddings are pending now: run `pgmemory embed-pending`",
+            file=sys.stderr,
+        )
     _emit(args, _counts(config), config)
     return 0
+
+
+def _confirmed(args: argparse.Namespace, embedded: int) -> bool:
+    """--yes, or a yes at a terminal, before every embedding is thrown away."""
+    if args.yes:
+        return True
+    question = f"this turns {embedded} embeddings pending (all computed again)"
+    if not sys.stdin.isatty():
+        _usage(args, f"{question}; pass --yes to go ahead")
+    answer = input(f"pgmemory: {question}. Go ahead? [y/N] ")
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("pgmemory: nothing changed", file=sys.stderr)
+    return False
 
 
 STATS_ORDER = ("files", "facts", "facts_pending", "forgotten", "messages", "messages_pending")

@@ -178,6 +178,11 @@ class Memory(_Client[Source]):
         call = calls.configure_embeddings(self._dimensions(dimensions), type)
         return self._source.execute(self._claims, call)
 
+    def embedding_status(self) -> dict[str, Any]:
+        """The configured `dimensions` and `type`, and how many memories are `embedded`
+        (what a change of either turns pending) or `pending` (service only)."""
+        return self._source.execute(self._claims, calls.embedding_status())
+
     def erase_user(self, org: Org, user_id: Id) -> dict[str, int]:
         """Delete every file, fact and message of a user in an organization, and their
         permissions there (service only); returns counts per kind."""
@@ -321,6 +326,10 @@ class AsyncMemory(_Client[AsyncSource]):
         """
         call = calls.configure_embeddings(self._dimensions(dimensions), type)
         return await self._source.execute(self._claims, call)
+
+    async def embedding_status(self) -> dict[str, Any]:
+        """See `Memory.embedding_status`."""
+        return await self._source.execute(self._claims, calls.embedding_status())
 
     async def erase_user(self, org: Org, user_id: Id) -> dict[str, int]:
         """See `Memory.erase_user`."""

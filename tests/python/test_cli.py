@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from pgmemory import Memory, install
 from pgmemory import cli as pgmemory_cli
@@ -801,3 +802,39 @@ def test_stats_and_facts(cli: Cli, dsn: str, org: uuid.UUID, user: uuid.UUID) ->
     assert [f["id"] for f in page.json()["facts"]] == [str(ids[0])]
     rest = cli("--json", "facts", org, "--user", user, "--after", ids[0], "--forgotten")
     assert [f["content"] for f in rest.json()["facts"]] == ["Lives in Lisbon", "Two\nlines"]
+
+
+def test_configure_embeddings_asks_before_turning_embeddings_pending(
+    cli: Cli, dsn: str, org: uuid.UUID, user: uuid.UUID
+) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT memory.configure_embeddings(4)")
+        conn.execute(
+            "SELECT memory.save_fact(%s, 'Lives in Lisbon', '{1,0,0,0}', %s)",
+            (org, Jsonb({"owner_id": str(user)})),
+        )
+    # Not a terminal: refused with what it would do, and nothing changes.
+    refused = cli("configure-embeddings", "--dimensions", "8")
+    assert (refused.code, refused.out) == (2, "")
+    assert refused.err.endswith(
+        "pgmemory configure-embeddings: error: this turns 1 embeddings pending"
+        " (all computed again); pass --yes to go ahead\n"
+    )
+    with Memory(dsn, service=True) as mem:
+        assert mem.embedding_status() == {
+            "dimensions": 4,
+            "type": "vector",
+            "embedded": 1,
+            "pending": 0,
+        }
+    # The same settings change nothing, so nothing is asked.
+    assert cli("configure-embeddings", "--dimensions", "4") == Result(
+        0, "type=vector dimensions=4\n", ""
+    )
+    assert cli("configure-embeddings", "--dimensions", "8", "--yes") == Result(
+        0,
+        "type=vector dimensions=8\n",
+        "pgmemory: 1 embeddings are pending now: run `pgmemory embed-pending`\n",
+    )
+    with Memory(dsn, service=True) as mem:
+        assert mem.embedding_status()["pending"] == 1

@@ -29,6 +29,7 @@ CROSS_ORGANIZATION = {
     "configure",
     "setting",
     "configure_embeddings",
+    "embedding_status",
     "pending_embeddings",
     "set_memory_embeddings",
     "document_read",

@@ -95,6 +95,7 @@ SERVICE_ONLY_CALLS = [
     ("SELECT memory.revoke(%s, %s, 'memory.read')", ("ORG", "USER")),
     ("SELECT memory.configure_embeddings(8)", ()),
     ("SELECT * FROM memory.pending_embeddings(1)", ()),
+    ("SELECT memory.embedding_status()", ()),
     ("SELECT memory.set_memory_embeddings('{}'::uuid[], '{}'::text[], '[]'::jsonb)", ()),
     ("SELECT memory.index_message(%s, '{}'::jsonb)", ("ORG",)),
     ("SELECT memory.document_read('s', 'p')", ()),
