@@ -21,6 +21,26 @@ AS $$
     END
 $$;
 
+-- An ISO 8601 timestamp given by a caller (not 'yesterday', 'now' or
+-- 'infinity', which timestamptz would take); null stays null.
+CREATE FUNCTION memory._timestamp(value jsonb, what text) RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL OR value = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(value) <> 'string'
+       OR value ->> 0 !~ '^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$' THEN
+        PERFORM memory._fail('MEMORY_INVALID', format('%s must be a timestamp', what));
+    END IF;
+    RETURN (value ->> 0)::timestamptz;
+EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+    PERFORM memory._fail('MEMORY_INVALID', format('%s must be a timestamp', what));
+END
+$$;
+
 CREATE FUNCTION memory._fail(code text, message text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp

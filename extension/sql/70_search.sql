@@ -34,8 +34,15 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'options must be a JSON object');
     END IF;
     FOR key IN SELECT jsonb_object_keys(merged) LOOP
-        IF key NOT IN ('rrf_k', 'vector_weight', 'text_weight') THEN
+        IF key NOT IN ('rrf_k', 'vector_weight', 'text_weight', 'min_similarity', 'created_after', 'created_before') THEN
             PERFORM memory._fail('MEMORY_INVALID', format('unknown search option %L', key));
+        END IF;
+        CONTINUE WHEN key IN ('created_after', 'created_before');  -- checked below
+        IF key = 'min_similarity' THEN
+            IF jsonb_typeof(merged -> key) <> 'number' OR (merged ->> key)::numeric NOT BETWEEN -1 AND 1 THEN
+                PERFORM memory._fail('MEMORY_INVALID', 'search option min_similarity must be a number from -1 to 1');
+            END IF;
+            CONTINUE;
         END IF;
         IF jsonb_typeof(merged -> key) <> 'number' OR (merged ->> key)::numeric < 0
            OR (merged ->> key)::numeric > 1000000
@@ -44,7 +51,28 @@ BEGIN
                 format('search option %s must be 0 or a number between 0.000001 and 1000000', key));
         END IF;
     END LOOP;
+    PERFORM memory._created(merged);
     RETURN merged;
+END
+$$;
+
+-- The creation window of search options created_after (inclusive) and
+-- created_before (exclusive), or null when neither is given.
+CREATE FUNCTION memory._created(options jsonb) RETURNS tstzrange
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    after timestamptz := memory._timestamp(options -> 'created_after', 'search option created_after');
+    before timestamptz := memory._timestamp(options -> 'created_before', 'search option created_before');
+BEGIN
+    IF after IS NULL AND before IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF after > before THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'search option created_after must not be later than created_before');
+    END IF;
+    RETURN tstzrange(after, before, '[)');
 END
 $$;
 
@@ -73,7 +101,8 @@ $$;
 -- (relaxed order). One query per table: the planner does not carry an
 -- index ordering through a UNION ALL.
 CREATE FUNCTION memory._nearest(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                query @extschema:vector@.vector, k int, exact boolean DEFAULT NULL)
+                                query @extschema:vector@.vector, k int, exact boolean DEFAULT NULL,
+                                created tstzrange DEFAULT NULL)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -91,12 +120,14 @@ BEGIN
         SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
         WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
           AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
+          AND (created IS NULL OR f.created_at <@ created)
         ORDER BY (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, f.id LIMIT k;
     ELSIF kind = 'fact' THEN
         RETURN QUERY
         SELECT c.id, c.d FROM (
             SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
             WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL
+              AND (created IS NULL OR f.created_at <@ created)
             ORDER BY f.embedding OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
         ORDER BY c.d, c.id;
     ELSIF exact THEN
@@ -104,6 +135,7 @@ BEGIN
         SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.messages m
         WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
           AND m.chat_id IS DISTINCT FROM exclude_chat AND m.embedding IS NOT NULL
+          AND (created IS NULL OR m.created_at <@ created)
         ORDER BY (m.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, m.id LIMIT k;
     ELSE
         RETURN QUERY
@@ -111,6 +143,7 @@ BEGIN
             SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.messages m
             WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
               AND m.chat_id IS DISTINCT FROM exclude_chat
+              AND (created IS NULL OR m.created_at <@ created)
             ORDER BY m.embedding OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
         ORDER BY c.d, c.id;
     END IF;
@@ -119,7 +152,7 @@ $$;
 
 -- The `depth` best rows sharing any lexeme with the query, by ts_rank_cd.
 CREATE FUNCTION memory._text_ranked(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                    terms tsquery, depth int)
+                                    terms tsquery, depth int, created tstzrange DEFAULT NULL)
 RETURNS TABLE (id uuid, text_rank float4)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -130,10 +163,12 @@ AS $$
           WHERE kind = 'fact' AND f.organization_id = org
             AND ARRAY[f.namespace_id] && namespace_ids  -- the indexed form (facts_search_idx)
             AND f.forgotten_at IS NULL AND f.search_text @@ terms
+            AND (created IS NULL OR f.created_at <@ created)
           UNION ALL
           SELECT m.id, m.search_text FROM memory.messages m
           WHERE kind = 'message' AND m.organization_id = org AND ARRAY[m.namespace_id] && namespace_ids
-            AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ terms) e
+            AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ terms
+            AND (created IS NULL OR m.created_at <@ created)) e
     WHERE terms IS NOT NULL
     ORDER BY r DESC, e.id
     LIMIT depth
@@ -149,18 +184,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     opts jsonb := memory._search_options(options);
+    created tstzrange := memory._created(opts);
     depth int := greatest(4 * k, 40);  -- each list is ranked deeper than k before fusion
 BEGIN
     RETURN QUERY
     WITH by_vector AS (
         SELECT n.id, row_number() OVER (ORDER BY n.distance, n.id) AS rank
         FROM memory._nearest(kind, org, namespace_ids, exclude_chat,
-                             CASE WHEN (opts ->> 'vector_weight')::float8 > 0 THEN query_embedding END, depth) n
+                             CASE WHEN (opts ->> 'vector_weight')::float8 > 0 THEN query_embedding END, depth,
+                             NULL, created) n
     ), by_text AS (  -- a list with weight 0 is not computed at all
         SELECT t.id, row_number() OVER (ORDER BY t.text_rank DESC, t.id) AS rank
         FROM memory._text_ranked(kind, org, namespace_ids, exclude_chat,
                                  CASE WHEN (opts ->> 'text_weight')::float8 > 0 THEN memory._any_lexeme(query) END,
-                                 depth) t
+                                 depth, created) t
     )
     SELECT coalesce(v.id, t.id),
            coalesce((opts ->> 'vector_weight')::float8 / ((opts ->> 'rrf_k')::float8 + v.rank), 0)
@@ -170,6 +207,14 @@ BEGIN
     LIMIT k;
 END
 $$;
+
+-- Search option min_similarity: a hit whose cosine similarity to the query is
+-- known and below it is cut (a hit without an embedding yet is kept).
+-- `similarity` is null without a query embedding or with a pending one.
+CREATE FUNCTION memory._similar_enough(similarity float8, least_similar float8) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT least_similar IS NULL OR similarity IS NULL OR similarity >= least_similar $$;
 
 -- A row type rather than RETURNS TABLE: its column `ns` may share the name
 -- of the input argument `ns`.
@@ -191,6 +236,7 @@ DECLARE
     namespace_ids uuid[] := memory._resolve_many(org, ns);
     vec @extschema:vector@.vector := memory._embedding(query_embedding);
     terms tsquery := memory._any_lexeme(query);
+    least_similar float8 := (memory._search_options(options) ->> 'min_similarity')::float8;
 BEGIN
     IF k IS NULL OR k < 1 OR k > 1000 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'k must be between 1 and 1000');
@@ -203,6 +249,7 @@ BEGIN
     FROM memory._rank('fact', org, namespace_ids, NULL, query, vec, k, options) r
     JOIN memory.facts f ON f.organization_id = org AND f.id = r.id
     JOIN memory.namespaces n ON n.organization_id = f.organization_id AND n.id = f.namespace_id
+    WHERE memory._similar_enough(1 - (f.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8, least_similar)
     ORDER BY r.score DESC, f.id;
 END
 $$;

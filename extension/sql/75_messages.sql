@@ -51,16 +51,7 @@ BEGIN
     END IF;
     content := message ->> 'content';
     PERFORM memory._check_size(content, 'Message');
-    -- ISO 8601 only: not 'yesterday', 'now' or 'infinity'.
-    IF message ? 'created_at' AND message -> 'created_at' <> 'null'::jsonb
-       AND coalesce(message ->> 'created_at', '') !~ '^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$' THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'message created_at must be a timestamp');
-    END IF;
-    BEGIN
-        created := coalesce((message ->> 'created_at')::timestamptz, now());
-    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'message created_at must be a timestamp');
-    END;
+    created := coalesce(memory._timestamp(message -> 'created_at', 'message created_at'), now());
     owner := memory._resolve(org, jsonb_build_object('owner_id', message ->> 'owner_id'), 'write');
     INSERT INTO memory.messages AS m (organization_id, namespace_id, chat_id, message_id, role, content,
                                       embedding, embedding_model, created_at)
@@ -97,6 +88,7 @@ AS $$
 DECLARE
     own uuid := (memory._resolve(org, '{}', 'read')).id;
     vec @extschema:vector@.vector := memory._embedding(query_embedding);
+    least_similar float8 := (memory._search_options(options) ->> 'min_similarity')::float8;
 BEGIN
     IF k IS NULL OR k < 1 OR k > 100 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'k must be between 1 and 100');
@@ -106,6 +98,7 @@ BEGIN
            1 - (m.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8, m.created_at
     FROM memory._rank('message', org, ARRAY[own], exclude_chat, query, vec, k, options) r
     JOIN memory.messages m ON m.organization_id = org AND m.id = r.id
+    WHERE memory._similar_enough(1 - (m.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8, least_similar)
     ORDER BY r.score DESC, m.id;
 END
 $$;

@@ -465,7 +465,8 @@ class Archival(_View):
         """The k best live facts for `query` (hybrid; full text only without an embedder).
 
         `ns`: one namespace or a list of them. `options`: `rrf_k`,
-        `vector_weight`, `text_weight`.
+        `vector_weight`, `text_weight`, `min_similarity`, `created_after`,
+        `created_before`. A hit's `score` only orders the hits.
         """
         call = calls.search_facts(org, query, self._embed([query]), ns, k, options)
         return self._execute(call)
