@@ -1,6 +1,6 @@
 """The anthropic SDK's memory tool, kept in Postgres: `pgmemory.anthropic.MemoryTool`.
 
-    python examples/anthropic_memory_tool.py postgresql://…   (or set PGMEMORY_DSN)
+    .venv/bin/python examples/anthropic_memory_tool.py postgresql://…   (or set PGMEMORY_DSN)
 
 With a model, the tool goes to the SDK's tool runner, which calls it for each
 `tool_use` block and sends back what it returns (or, on a `ToolError`, the

@@ -1,6 +1,6 @@
 """Archival memory: facts saved once, searched by meaning and by words, superseded.
 
-    python examples/archival_search.py postgresql://…   (or set PGMEMORY_DSN)
+    .venv/bin/python examples/archival_search.py postgresql://…   (or set PGMEMORY_DSN)
 
 Embeddings come from LocalEmbedder (all-MiniLM-L6-v2, 384 dimensions, runs
 offline). The script switches the database's embeddings to 384 dimensions

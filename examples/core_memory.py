@@ -1,6 +1,6 @@
 """Core memory: the memory tool's six commands on files under /memories.
 
-    python examples/core_memory.py postgresql://…   (or set PGMEMORY_DSN)
+    .venv/bin/python examples/core_memory.py postgresql://…   (or set PGMEMORY_DSN)
 
 The database must have the extension (`CREATE EXTENSION memory CASCADE`) and
 the login must be trusted as the service: a superuser or a member of the role

@@ -1,6 +1,6 @@
 """Documents: versioned state for agent runtimes, with optimistic concurrency.
 
-    python examples/documents_counter.py postgresql://…   (or set PGMEMORY_DSN)
+    .venv/bin/python examples/documents_counter.py postgresql://…   (or set PGMEMORY_DSN)
 
 Five asyncio workers share one counter document through an AsyncMemory on a
 connection pool. Each increment reads the document, writes it back at the

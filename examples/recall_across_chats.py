@@ -1,6 +1,6 @@
 """Recall: earlier messages found again in a later chat.
 
-    python examples/recall_across_chats.py postgresql://…   (or set PGMEMORY_DSN)
+    .venv/bin/python examples/recall_across_chats.py postgresql://…   (or set PGMEMORY_DSN)
 
 The service indexes each chat message for its owner as it happens; in a new
 chat, the user's question finds what they said before, with the current chat
