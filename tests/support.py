@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,10 @@ class Failure:
     sqlstate: str
     hint: str | None
     message: str
+
+    @classmethod
+    def of(cls, err: psycopg.Error) -> Failure:
+        return cls(err.sqlstate or "", err.diag.message_hint, err.diag.message_primary or "")
 
 
 def _adapt(param: Any) -> Any:
@@ -36,25 +41,35 @@ class Principal:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.claims = claims if claims is None or isinstance(claims, str) else json.dumps(claims)
 
-    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    def execute(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """The rows of one call in a transaction of its own; params go as given."""
         with self.conn.transaction(), self.conn.cursor() as cur:
             if self.claims is not None:
                 cur.execute("SELECT set_config('request.jwt.claims', %s, true)", (self.claims,))
-            cur.execute(query, [_adapt(p) for p in params])
+            cur.execute(query, params)
             return cur.fetchall() if cur.description else []
+
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        return self.execute(query, [_adapt(p) for p in params])
 
     def value(self, query: str, *params: Any) -> Any:
         rows = self.rows(query, *params)
         assert len(rows) == 1, rows
         return rows[0][0]
 
-    def fails(self, query: str, *params: Any) -> Failure:
+    def attempt(self, query: str, *params: Any) -> list[tuple[Any, ...]] | Failure:
+        """The rows, or the error the call raised."""
         try:
-            self.rows(query, *params)
+            return self.rows(query, *params)
         except psycopg.Error as err:
-            return Failure(
-                err.sqlstate or "", err.diag.message_hint, err.diag.message_primary or ""
-            )
+            return Failure.of(err)
+
+    def fails(self, query: str, *params: Any) -> Failure:
+        got = self.attempt(query, *params)
+        if isinstance(got, Failure):
+            return got
         raise AssertionError(f"expected an error from {query} {params}")
 
     def run(
@@ -69,6 +84,12 @@ class Principal:
 
     def close(self) -> None:
         self.conn.close()
+
+    def __enter__(self) -> Principal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def not_the_service(login: str, role: str = "memory_service") -> str:
