@@ -32,8 +32,14 @@ test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check python tests bench
-	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/ruff check python tests bench tools
+	$(VENV)/bin/ruff format --check python tests bench tools
+	$(PY) tools/async_to_sync.py --check
+
+# The sync side (python/pgmemory/_sync/) is generated from the async side (_async/).
+.PHONY: generate
+generate: $(STAMP)
+	$(PY) tools/async_to_sync.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix python tests bench

@@ -1,0 +1,363 @@
+"""`AsyncMemory` and its views (`.archival`, `.recall`, `.documents`).
+
+See pgmemory.client.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from .. import calls
+from .._common import AsyncWriter, Client, DocumentInfos, FactInput, Id, Ns, OnBatch, areport
+from ..calls import (
+    Document,
+    Fact,
+    FactHit,
+    FactInfo,
+    FileContent,
+    FileInfo,
+    MessageHit,
+    Org,
+    SavedFact,
+    Vector,
+    Written,
+)
+from ..embedders import Embedder
+from .connection import AsyncSource
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+class AsyncMemory(Client):
+    """Long-term memory over a DSN, a psycopg AsyncConnection or an AsyncConnectionPool."""
+
+    _source: AsyncSource
+
+    def __init__(
+        self,
+        target: str | psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
+        embedder: Embedder | None = None,
+        *,
+        service: bool = False,
+    ) -> None:
+        self._init(AsyncSource(target), embedder, "" if service else None, owner=True)
+
+    @property
+    def archival(self) -> AsyncArchival:
+        """Archival memory (facts) on this client's connections, identity and embedder."""
+        return AsyncArchival(self)
+
+    @property
+    def recall(self) -> AsyncRecall:
+        """Recall of earlier chat messages on this client's connections, identity and embedder."""
+        return AsyncRecall(self)
+
+    @property
+    def documents(self) -> AsyncDocuments:
+        """Versioned documents for agent runtimes (service only)."""
+        return AsyncDocuments(self)
+
+    async def close(self) -> None:
+        """Close the connection opened from a DSN; a given connection or pool stays open."""
+        if self._owner:
+            await self._source.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def run(self, org: Org, command: dict[str, Any], ns: Ns = None) -> str:
+        return await self._source.execute(self._claims, calls.run(org, command, ns))
+
+    async def render(self, org: Org, ns: Ns = None, max_chars: int | None = None) -> str:
+        return await self._source.execute(self._claims, calls.render(org, ns, max_chars))
+
+    async def read(self, org: Org, path: str, ns: Ns = None) -> FileContent | None:
+        return await self._source.execute(self._claims, calls.read(org, path, ns))
+
+    async def write(
+        self,
+        org: Org,
+        path: str,
+        content: str,
+        expected_version: int | None = None,
+        ns: Ns = None,
+    ) -> Written:
+        call = calls.write(org, path, content, expected_version, ns)
+        return await self._source.execute(self._claims, call)
+
+    async def list_files(self, org: Org, ns: Ns = None) -> list[FileInfo]:
+        return await self._source.execute(self._claims, calls.list_files(org, ns))
+
+    async def clear_files(self, org: Org, ns: Ns = None) -> int:
+        """Delete every core memory file of the namespace; returns how many."""
+        return await self._source.execute(self._claims, calls.clear_files(org, ns))
+
+    async def grant(
+        self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read"
+    ) -> None:
+        """Give a user a permission in an organization (service only)."""
+        await self._source.execute(self._claims, calls.grant(org, user_id, permission))
+
+    async def revoke(
+        self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read"
+    ) -> None:
+        """Take a permission back (service only)."""
+        await self._source.execute(self._claims, calls.revoke(org, user_id, permission))
+
+    async def configure_embeddings(
+        self, dimensions: int | None = None, type: str = "vector"
+    ) -> dict[str, Any]:
+        """Set the dimension and type (vector or halfvec) of every embedding (service only).
+
+        `dimensions` defaults to the embedder's. A change rebuilds the vector
+        indexes and turns every existing embedding pending.
+        """
+        call = calls.configure_embeddings(self._dimensions(dimensions), type)
+        return await self._source.execute(self._claims, call)
+
+    async def embedding_status(self) -> dict[str, Any]:
+        """The configured `dimensions` and `type`, and how many memories are `embedded`
+        (what a change of either turns pending) or `pending` (service only)."""
+        return await self._source.execute(self._claims, calls.embedding_status())
+
+    async def erase_user(self, org: Org, user_id: Id) -> dict[str, int]:
+        """Delete every file, fact and message of a user in an organization, and their
+        permissions there (service only); returns counts per kind."""
+        return await self._source.execute(self._claims, calls.erase_user(org, user_id))
+
+    async def stats(self, org: Org, ns: Ns = None) -> dict[str, int]:
+        """Counts of what a namespace holds: files, facts, facts_pending, forgotten,
+        messages, messages_pending. A look: nothing is leased or changed."""
+        return await self._source.execute(self._claims, calls.stats(org, ns))
+
+    async def export(self, org: Org, ns: Ns = None) -> dict[str, Any]:
+        """Every memory of a namespace (files, facts with embeddings, messages) as JSON
+        that `import_` loads back."""
+        return await self._source.execute(self._claims, calls.export(org, ns))
+
+    async def import_(self, org: Org, data: Mapping[str, Any], ns: Ns = None) -> dict[str, int]:
+        """Load an `export` into a namespace; returns counts per kind. Ids are kept, so an
+        item that exists already (the namespace's path, a fact id anywhere in the database,
+        a message of the same org and chat) raises `Exists` and nothing is loaded."""
+        return await self._source.execute(self._claims, calls.import_(org, data, ns))
+
+    async def embed_pending(self, batch: int = 100, on_batch: OnBatch | None = None) -> int:
+        """Embed every pending memory (service only); returns how many embeddings were written.
+
+        Per batch: `memory.pending_embeddings(batch)`, one embedder call for all
+        its texts (`aembed`), one `memory.set_memory_embeddings` call; then
+        `on_batch(written so far, rows in the batch)`, awaited when it returns an awaitable.
+        Stops when nothing is left pending (rows leased to another worker are
+        not waited for). A batch's write runs in a task while the next batch is
+        embedded: the database and the embedder work at the same time
+        (bench/embed.py).
+        """
+        embedder = self._need_embedder("embed_pending()")
+        written = 0
+        rows = 0  # of the batch being written; 0: none is
+        async with AsyncWriter() as writer:
+            pending = await self._source.execute(self._claims, calls.pending_embeddings(batch))
+            while pending:
+                vectors = await embedder.aembed([p.content for p in pending])
+                call = calls.set_memory_embeddings(pending, vectors, embedder.model)
+                if rows:
+                    written += await writer.wait()
+                    await areport(on_batch, written, rows)
+                # Claimed before this batch is written: its rows are leased, not offered again.
+                after = await self._source.execute(self._claims, calls.pending_embeddings(batch))
+                writer.start(self._source.execute, self._claims, call)
+                rows = len(pending)
+                pending = after
+            if rows:
+                written += await writer.wait()
+                await areport(on_batch, written, rows)
+        return written
+
+
+class _AsyncView:
+    """A part of an `AsyncMemory` (`.archival`, `.recall`, `.documents`): its connections,
+    identity and embedder."""
+
+    def __init__(self, client: AsyncMemory) -> None:
+        self._client = client
+
+    async def _embed(self, texts: list[str]) -> list[Vector] | None:
+        # One embedder call for all texts; None without an embedder (or texts).
+        embedder = self._client.embedder
+        if embedder is None or not texts:
+            return None
+        return list(await embedder.aembed(texts))
+
+    async def _execute(self, call: calls.Call[calls.T]) -> calls.T:
+        return await self._client._source.execute(self._client._claims, call)
+
+    def _model(self) -> str | None:
+        # Recorded with the vectors this view computes.
+        return self._client.embedder.model if self._client.embedder else None
+
+
+class AsyncArchival(_AsyncView):
+    """Archival memory (facts) of an `AsyncMemory`: its connections, identity and embedder.
+
+    With an embedder, texts are embedded before the SQL call (one embedder call
+    per method); without one, facts are saved pending (`embed_pending` fills
+    them in later) and searches use full text only.
+    """
+
+    async def save(self, org: Org, content: str, ns: Ns = None, source: Any = None) -> uuid.UUID:
+        """Save one fact; returns its id, or the id of the live fact it duplicates."""
+        call = calls.save_fact(org, content, await self._embed([content]), ns, source)
+        return await self._execute(call)
+
+    async def save_extracted(
+        self,
+        org: Org,
+        facts: Sequence[FactInput],
+        ns: Ns = None,
+        threshold: float | None = None,
+    ) -> list[SavedFact]:
+        """Save a batch of facts (texts, or mappings with `content` and `source`).
+
+        Near-duplicates (cosine similarity ≥ `threshold`, default the setting
+        `dedupe_threshold`) of live facts or of earlier facts of the batch are
+        refused; the result has one row per fact, in order. All are embedded in
+        one embedder call; more than 1,000 are saved 1,000 per call, each call
+        all or nothing, dedupe across all of them.
+        """
+        items = [calls.fact_item(f) for f in facts]
+        vectors = await self._embed([item["content"] for item in items])
+        batches = calls.save_facts(org, items, vectors, ns, threshold, self._model())
+        return [row for call in batches for row in await self._execute(call)]
+
+    async def search(
+        self,
+        org: Org,
+        query: str,
+        ns: Ns | Sequence[dict[str, Any]] = None,
+        k: int = 10,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[FactHit]:
+        """The k best live facts for `query` (hybrid; full text only without an embedder).
+
+        `ns`: one namespace or a list of them. `options`: `rrf_k`,
+        `vector_weight`, `text_weight`, `min_similarity`, `created_after`,
+        `created_before`. A hit's `score` only orders the hits.
+        """
+        call = calls.search_facts(org, query, await self._embed([query]), ns, k, options)
+        return await self._execute(call)
+
+    async def forget(self, org: Org, id: Id, superseded_by: Id | None = None) -> None:
+        """Hide a fact from search and dedupe (it is kept); optionally name its successor."""
+        await self._execute(calls.forget(org, id, superseded_by))
+
+    async def edit(self, org: Org, id: Id, content: str) -> int:
+        """Replace a fact's content; returns its new version. Its embedding becomes pending."""
+        return await self._execute(calls.edit_fact(org, id, content))
+
+    async def get(self, org: Org, id: Id) -> Fact:
+        """A fact, forgotten ones too: id, content, version, ns, created_at, forgotten_at,
+        superseded_by, embedding_pending, source."""
+        return await self._execute(calls.get_fact(org, id))
+
+    async def list(
+        self,
+        org: Org,
+        ns: Ns = None,
+        *,
+        max: int = 100,
+        after: Id | None = None,
+        forgotten: bool = False,
+    ) -> list[FactInfo]:
+        """A namespace's facts, oldest first, `max` at a time; `after` (a fact's id)
+        continues a listing, `forgotten=True` includes forgotten facts."""
+        return await self._execute(calls.list_facts(org, ns, max, after, forgotten))
+
+
+class AsyncRecall(_AsyncView):
+    """Recall of earlier chat messages, across the user's chats.
+
+    The service indexes messages for their owner (`owner_id`); a user searches
+    their own. With an embedder, `index` embeds the message and `search` the
+    query (one embedder call each); without one, messages are indexed pending
+    (`embed_pending` fills them in) and searches use full text only.
+    """
+
+    async def index(self, org: Org, message: Mapping[str, Any]) -> bool:
+        """Index one message (service only): keys `id`, `chat_id`, `owner_id`, `role`,
+        `content`, optional `temporary` and `created_at` (a datetime or ISO 8601 text).
+
+        Idempotent per (org, chat_id, id). A temporary message is neither stored
+        nor embedded: returns False.
+        """
+        item = calls.message_item(message)
+        text = calls.message_text(item)
+        vectors = None if text is None else await self._embed([text])
+        return await self._execute(calls.index_message(org, item, vectors, self._model()))
+
+    async def search(
+        self,
+        org: Org,
+        query: str,
+        exclude_chat: str | None = None,
+        k: int = 5,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[MessageHit]:
+        """The caller's k closest earlier messages, leaving out the chat `exclude_chat`
+        (the current one). `options` as for `archival.search`."""
+        vectors = await self._embed([query])
+        call = calls.search_messages(org, query, vectors, exclude_chat, k, options)
+        return await self._execute(call)
+
+    async def delete_chat(self, org: Org, chat_id: str) -> int:
+        """Delete a chat's indexed messages (the caller's own; the service: everyone's).
+        Returns how many."""
+        return await self._execute(calls.delete_chat(org, chat_id))
+
+
+class AsyncDocuments(_AsyncView):
+    """Versioned documents under an opaque scope key and a path (service only).
+
+    Optimistic concurrency: a write names the version it read (None: the
+    document must not exist yet); a stale one raises `DocumentConflict` and
+    writes nothing. Expired documents read as absent until `purge` removes them.
+    """
+
+    async def read(self, scope_key: str, path: str) -> Document | None:
+        """The live document, or None (absent or expired)."""
+        return await self._execute(calls.document_read(scope_key, path))
+
+    async def write(
+        self,
+        scope_key: str,
+        path: str,
+        content: str,
+        expected_version: int | None,
+        expires_in: int | None = None,
+    ) -> int:
+        """Write a document; returns its new version. `expires_in`: lifetime in seconds."""
+        call = calls.document_write(scope_key, path, content, expected_version, expires_in)
+        return await self._execute(call)
+
+    async def delete(self, scope_key: str, path: str, expected_version: int | None = None) -> bool:
+        """Delete a document (only at `expected_version`, if given); True when one was deleted."""
+        return await self._execute(calls.document_delete(scope_key, path, expected_version))
+
+    async def list(self, scope_key: str, prefix: str = "") -> DocumentInfos:
+        """The scope's live documents whose path starts with `prefix`, by path."""
+        return await self._execute(calls.document_list(scope_key, prefix))
+
+    async def purge(self) -> int:
+        """Remove every expired document; returns how many."""
+        return await self._execute(calls.purge_documents())

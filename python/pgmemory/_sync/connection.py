@@ -1,0 +1,89 @@
+# This file is generated from python/pgmemory/_async/connection.py by tools/async_to_sync.py; do not edit.
+# Change the async source and run `make generate`.
+"""`Source`: the connections of a `Memory`, and how one call is executed.
+
+See pgmemory.connection.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg_pool import ConnectionPool
+
+from .._common import SET_CLAIMS, closed_error
+from ..calls import Call, T
+from ..errors import translate
+
+_prepared: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _prepare(conn: psycopg.Connection[Any]) -> None:
+    if conn in _prepared:
+        return
+    with suppress(psycopg.ProgrammingError):
+        register_vector(conn)
+    _prepared.add(conn)
+
+
+class Source:
+    """The connections of a `Memory`: a pool's, or one connection guarded by a lock."""
+
+    def __init__(self, target: str | psycopg.Connection[Any] | ConnectionPool[Any]) -> None:
+        if not isinstance(target, (str, psycopg.Connection, ConnectionPool)):
+            raise TypeError(
+                f"Memory needs a DSN, a psycopg.Connection or a psycopg_pool.ConnectionPool, got {type(target).__name__}"
+            )
+        self._dsn = target if isinstance(target, str) else None
+        self._pool = target if isinstance(target, ConnectionPool) else None
+        self._conn = target if isinstance(target, psycopg.Connection) else None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection for one call: the pool's, or the single one (opened from the DSN
+        on first use, and again after it was lost), held under the lock."""
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                yield conn
+            return
+        with self._lock:
+            if self._closed:
+                raise closed_error()
+            if self._dsn is not None and (self._conn is None or self._conn.closed):
+                self._conn = psycopg.Connection.connect(self._dsn, autocommit=True)
+            assert self._conn is not None
+            yield self._conn
+
+    def close(self) -> None:
+        """Close the connection we opened from a DSN; borrowed ones stay open."""
+        with self._lock:
+            self._closed = self._dsn is not None
+            if self._dsn is not None and self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def execute(self, claims: str | None, call: Call[T]) -> T:
+        """Run `call` in one transaction as `claims`; a psycopg error is raised translated."""
+        login = None
+        try:
+            with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                login = conn.info.user
+                _prepare(conn)
+                if claims is not None:
+                    cur.execute(SET_CLAIMS, (claims,))
+                cur.execute(call.sql, call.params)
+                rows = cur.fetchall()
+        except psycopg.Error as exc:
+            err = translate(exc, login)
+            if err is exc:
+                raise
+            raise err from exc
+        return call.shape(rows)
