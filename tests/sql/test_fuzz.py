@@ -48,7 +48,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import SERVICE_LOGIN, USER_LOGIN
-from tests.support import Failure, Principal, user_claims
+from tests.support import SERVICE, Failure, Principal, user_claims
 
 # Every documented code and its SQLSTATE (docs/sql-reference.md#errors).
 SPEC_CODES = {
@@ -568,19 +568,11 @@ class Arena:
         self.calls += 1
         before = self.current
         try:
-            with principal.conn.transaction(), principal.conn.cursor() as cur:
-                if principal.claims is not None:
-                    cur.execute(
-                        "SELECT set_config('request.jwt.claims', %s, true)", (principal.claims,)
-                    )
-                cur.execute(
-                    query, params[0] if len(params) == 1 and isinstance(params[0], dict) else params
-                )
-                rows = cur.fetchall() if cur.description else []
-        except psycopg.Error as err:
-            failure = Failure(
-                err.sqlstate or "", err.diag.message_hint, err.diag.message_primary or ""
+            rows = principal.execute(
+                query, params[0] if len(params) == 1 and isinstance(params[0], dict) else params
             )
+        except psycopg.Error as err:
+            failure = Failure.of(err)
             self.outcomes[f"{failure.hint}: {failure.message[:40]}"] += 1
             self.current = self.snapshot()
             assert self.current == before, f"a failed call changed the tables: {failure} {params}"
@@ -629,7 +621,7 @@ def arena(as_, login_dsn, dsn) -> Iterator[Arena]:
         su.execute("SELECT memory.configure_embeddings(4)")
         su.execute("SELECT memory.grant(%s, %s, 'memory.read')", (ORG, USER_ID))
         su.execute("SELECT memory.grant(%s, %s, 'memory.manage')", (ORG, USER_ID))
-        service = as_("", login_dsn(SERVICE_LOGIN))
+        service = as_(SERVICE, login_dsn(SERVICE_LOGIN))
         user = as_(user_claims(USER_ID), login_dsn(USER_LOGIN))
         su.execute("SELECT memory.grant(%s, %s, 'memory.read')", (ORG, OWNER_ID))
         owner = as_(user_claims(OWNER_ID), login_dsn(USER_LOGIN))
