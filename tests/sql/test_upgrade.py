@@ -38,7 +38,6 @@ when the upgrade script is right and fails when it forgets something.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import subprocess
@@ -50,9 +49,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.types.json import Jsonb
 
 from pgmemory.server import pg_bin_dir
+from tests.support import SERVICE, Principal, user_claims
 
 EXTENSION_DIR = Path(__file__).resolve().parents[2] / "extension"
 RELEASED_DIR = EXTENSION_DIR / "released"
@@ -315,51 +314,21 @@ def _vector(dims: int, i: int) -> list[float]:
     return [1.0 if d == i % dims else 0.5 if d == (i + 1) % dims else 0.0 for d in range(dims)]
 
 
-def _adapt(param: Any) -> Any:
-    """dicts, and lists of JSON values, go as jsonb; flat lists as arrays."""
-    if isinstance(param, dict) or (
-        isinstance(param, list) and param and isinstance(param[0], (dict, list))
-    ):
-        return Jsonb(param)
-    return param
-
-
-class Caller:
-    """One connection; each call is a transaction with the given claims."""
-
-    def __init__(self, dsn: str) -> None:
-        self.conn = psycopg.connect(dsn, autocommit=True)
-
-    def __call__(self, claims: dict[str, str] | None, sql: str, *params: Any) -> Any:
-        with self.conn.transaction():
-            self.conn.execute(
-                "SELECT set_config('request.jwt.claims', %s, true)",
-                (json.dumps(claims) if claims else "",),
-            )
-            cur = self.conn.execute(sql, tuple(_adapt(p) for p in params))
-            return cur.fetchall()
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 def fill(dsn: str, dims: int) -> None:
     """Every kind of memory, through the API of the oldest released version (0.1.0).
 
     When a later version changes a signature used here, branch on the version
     installed (`extension_facts(dsn)["version"]`): this must keep filling A.
     """
-    me = {"sub": str(USER), "role": "authenticated"}
-    call = Caller(dsn)
-    try:
+    with Principal(dsn, SERVICE) as service, Principal(dsn, user_claims(USER)) as me:
         for org, user, permission in (
             (ORG, USER, "memory.read"),
             (ORG, USER, "memory.manage"),
             (ORG, READER, "memory.read"),
             (OTHER_ORG, READER, "memory.manage"),
         ):
-            call(None, "SELECT memory.grant(%s, %s, %s)", org, user, permission)
-        call(None, "SELECT memory.revoke(%s, %s, 'memory.manage')", OTHER_ORG, READER)
+            service.rows("SELECT memory.grant(%s, %s, %s)", org, user, permission)
+        service.rows("SELECT memory.revoke(%s, %s, 'memory.manage')", OTHER_ORG, READER)
         run = "SELECT memory.run(%s, %s, %s)"
         for command, ns in (
             (
@@ -399,16 +368,12 @@ def fill(dsn: str, dims: int) -> None:
             ),
             ({"command": "create", "path": "/memories/style.md", "file_text": "terse\n"}, AGENT),
         ):
-            call(me, run, ORG, command, ns)
-        call(
-            None,
-            run,
-            ORG,
-            {"command": "create", "path": "/memories/s.md", "file_text": "<chat>\n"},
-            CHAT,
+            me.rows(run, ORG, command, ns)
+        service.rows(
+            run, ORG, {"command": "create", "path": "/memories/s.md", "file_text": "<chat>\n"}, CHAT
         )
-        call(me, "SELECT memory.write(%s, '/memories/w.md', 'v1', 0)", ORG)
-        call(me, "SELECT memory.write(%s, '/memories/w.md', 'v2', 1)", ORG)
+        me.rows("SELECT memory.write(%s, '/memories/w.md', 'v1', 0)", ORG)
+        me.rows("SELECT memory.write(%s, '/memories/w.md', 'v2', 1)", ORG)
 
         facts = [
             {"content": "Works in the Lisbon office", "embedding": _vector(dims, 0)},
@@ -416,14 +381,13 @@ def fill(dsn: str, dims: int) -> None:
             {"content": "Waits for an embedding"},
             {"content": "Moved to Porto", "embedding": _vector(dims, 2)},
         ]
-        saved = call(me, "SELECT ord, id FROM memory.save_facts(%s, %s) ORDER BY ord", ORG, facts)
+        saved = me.rows("SELECT ord, id FROM memory.save_facts(%s, %s) ORDER BY ord", ORG, facts)
         ids = [row[1] for row in saved]
-        call(me, "SELECT memory.forget(%s, %s, %s)", ORG, ids[0], ids[3])
-        call(me, "SELECT memory.edit_fact(%s, %s, 'Likes green and black tea')", ORG, ids[1])
-        call(me, "SELECT memory.save_fact(%s, 'An agent fact', NULL, %s)", ORG, AGENT)
-        pending = call(None, "SELECT id, content_hash FROM memory.pending_embeddings(10)")
-        call(
-            None,
+        me.rows("SELECT memory.forget(%s, %s, %s)", ORG, ids[0], ids[3])
+        me.rows("SELECT memory.edit_fact(%s, %s, 'Likes green and black tea')", ORG, ids[1])
+        me.rows("SELECT memory.save_fact(%s, 'An agent fact', NULL, %s)", ORG, AGENT)
+        pending = service.rows("SELECT id, content_hash FROM memory.pending_embeddings(10)")
+        service.rows(
             "SELECT memory.set_memory_embeddings(%s, %s, %s, 'test-model')",
             [r[0] for r in pending[:1]],
             [r[1] for r in pending[:1]],
@@ -445,9 +409,8 @@ def fill(dsn: str, dims: int) -> None:
                 "content": content,
                 "created_at": f"2025-01-0{i + 1}T10:00:00Z",
             }
-            call(None, "SELECT memory.index_message(%s, %s, %s::real[])", ORG, message, vector)
-        call(
-            None,
+            service.rows("SELECT memory.index_message(%s, %s, %s::real[])", ORG, message, vector)
+        service.rows(
             "SELECT memory.index_message(%s, %s)",
             ORG,
             {
@@ -460,72 +423,58 @@ def fill(dsn: str, dims: int) -> None:
             },
         )
 
-        call(None, "SELECT memory.document_write('agent/run-1', 'plan.md', 'step 1', NULL)")
-        call(None, "SELECT memory.document_write('agent/run-1', 'plan.md', 'step 2', 1)")
-        call(
-            None, "SELECT memory.document_write('agent/run-1', 'tmp.md', 'soon gone', NULL, 86400)"
+        service.rows("SELECT memory.document_write('agent/run-1', 'plan.md', 'step 1', NULL)")
+        service.rows("SELECT memory.document_write('agent/run-1', 'plan.md', 'step 2', 1)")
+        service.rows(
+            "SELECT memory.document_write('agent/run-1', 'tmp.md', 'soon gone', NULL, 86400)"
         )
-        call(None, "SELECT memory.configure('max_render', '5000'::jsonb)")
-        call(None, "SELECT memory.configure('dedupe_threshold', '0.9'::jsonb)")
-    finally:
-        call.close()
+        service.rows("SELECT memory.configure('max_render', '5000'::jsonb)")
+        service.rows("SELECT memory.configure('dedupe_threshold', '0.9'::jsonb)")
 
 
 def answers(dsn: str, dims: int) -> dict[str, Any]:
     """What the API answers about the filled data (the current API: see fill)."""
-    me = {"sub": str(USER), "role": "authenticated"}
-    call = Caller(dsn)
-    try:
-        facts = call(None, "SELECT id FROM memory.facts ORDER BY content")
+    with Principal(dsn, SERVICE) as service, Principal(dsn, user_claims(USER)) as me:
+        facts = service.rows("SELECT id FROM memory.facts ORDER BY content")
         return {
-            "view": call(
-                me, "SELECT memory.run(%s, %s)", ORG, {"command": "view", "path": "/memories"}
+            "view": me.rows(
+                "SELECT memory.run(%s, %s)", ORG, {"command": "view", "path": "/memories"}
             ),
-            "list": call(me, "SELECT path, bytes, version FROM memory.list_files(%s)", ORG),
-            "read": call(
-                me, "SELECT memory.read(%s, '/memories/notes/todo.md') - 'updated_at'", ORG
+            "list": me.rows("SELECT path, bytes, version FROM memory.list_files(%s)", ORG),
+            "read": me.rows(
+                "SELECT memory.read(%s, '/memories/notes/todo.md') - 'updated_at'", ORG
             ),
-            "render": call(me, "SELECT memory.render(%s)", ORG),
-            "agent": call(me, "SELECT memory.render(%s, %s)", ORG, AGENT),
-            "chat": call(None, "SELECT memory.render(%s, %s)", ORG, CHAT),
-            "facts": [call(None, "SELECT memory.get_fact(%s, %s)", ORG, f[0]) for f in facts],
-            "search": call(
-                me,
+            "render": me.rows("SELECT memory.render(%s)", ORG),
+            "agent": me.rows("SELECT memory.render(%s, %s)", ORG, AGENT),
+            "chat": service.rows("SELECT memory.render(%s, %s)", ORG, CHAT),
+            "facts": [service.rows("SELECT memory.get_fact(%s, %s)", ORG, f[0]) for f in facts],
+            "search": me.rows(
                 "SELECT id, content, score FROM memory.search_facts(%s, 'where is the office', %s::real[])",
                 ORG,
                 _vector(dims, 0),
             ),
-            "recall": call(
-                me,
+            "recall": me.rows(
                 "SELECT id, chat_id, content, score FROM memory.search_messages(%s, 'lisbon office', %s::real[])",
                 ORG,
                 _vector(dims, 0),
             ),
-            "documents": call(
-                None,
-                "SELECT path, version FROM memory.document_list('agent/run-1')",
+            "documents": service.rows(
+                "SELECT path, version FROM memory.document_list('agent/run-1')"
             ),
-            "document": call(
-                None, "SELECT memory.document_read('agent/run-1', 'plan.md') -> 'content'"
+            "document": service.rows(
+                "SELECT memory.document_read('agent/run-1', 'plan.md') -> 'content'"
             ),
-            "settings": call(
-                None,
-                "SELECT k, memory.setting(k) FROM unnest(ARRAY['max_render', 'dedupe_threshold']) k",
+            "settings": service.rows(
+                "SELECT k, memory.setting(k) FROM unnest(ARRAY['max_render', 'dedupe_threshold']) k"
             ),
         }
-    finally:
-        call.close()
 
 
 # ---------------------------------------------------------------- the harness
 
 
 def check_upgrade(
-    pg_server,
-    start: str,
-    target: str | None,
-    embeddings: tuple[int, str] | None,
-    name: str = NAME,
+    pg_server, start: str, target: str | None, embeddings: tuple[int, str] | None, name: str = NAME
 ) -> list[str]:
     """Install `start`, fill, upgrade to `target` (None: the default version), compare
     with a fresh install of it; the differences, [] when none."""
@@ -618,8 +567,7 @@ def test_fresh_install_equals_itself_filled_or_not(pg_server) -> None:
         schema = normalized_schema(a)
         # Not vacuous: every member is in the dump, bodies included.
         functions = execute(
-            a,
-            "SELECT count(*) FROM pg_proc WHERE pronamespace = 'memory'::regnamespace",
+            a, "SELECT count(*) FROM pg_proc WHERE pronamespace = 'memory'::regnamespace"
         )[0][0]
         assert sum("; Type: FUNCTION; Schema: memory;" in h for h, _ in schema) == functions
         assert sum(f"ALTER EXTENSION {NAME} ADD FUNCTION memory." in b for _, b in schema) == (
