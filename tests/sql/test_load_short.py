@@ -14,7 +14,8 @@ import json
 
 import numpy as np
 import psycopg
-from bench.load import MIX, Config, Load
+
+from tests.load_harness import MIX, Config, Load
 
 SECONDS = 20.0
 
