@@ -1,13 +1,21 @@
-"""Shared set-up for the benchmarks: an embedded server, a database with the
-extension, machine facts, result files and summary statistics.
+"""What the benches share: the result schema, the embedded server, the statistics,
+and the one writer of tables and figures.
 
-Benchmarks print what they measure and write it to `bench/results/*.json`;
-they never assert timings (the machines they run on are noisy: every timing
-is repeated and reported as median with its spread).
+A bench is its configuration and its measurement. Its `main()` parses its options
+(`options`), starts a `Result` (`new_result`), fills `result["tables"]` with rows of
+measurements and hands it to `save`, which writes `bench/results/<bench>.json`
+(`<bench>-quick.json` with --quick), prints the bench's `markdown(result)` and
+`targets(result)`, and draws its `FIGURES`. bench/report.py reads the same files
+into docs/benchmarks.md.
+
+Benchmarks never assert timings (the machines they run on are noisy): every timing
+is repeated and reported as a `Stat`, its median with its spread.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import math
 import os
@@ -21,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg
 
@@ -35,132 +43,78 @@ ORG = "00000000-0000-0000-0000-00000000000a"  # one organization for every bench
 DIMENSIONS = 384  # all-MiniLM-L6-v2
 
 
-@contextmanager
-def embedded_server(
-    name: str, keep: bool = False, settings: dict[str, str] | None = None
-) -> Iterator[embedded.EmbeddedServer]:
-    """A fresh embedded server in a throwaway data directory, removed afterwards;
-    with `keep`, a server in `bench-<name>-kept` that is reused and left in place.
-    `settings` (server-wide, e.g. shared_buffers) are written with ALTER SYSTEM and
-    the server restarted when any differs."""
-    prefix = f"bench-{name}"
-    if keep:
-        data_dir = embedded.scratch_root() / f"{prefix}-kept"
-        srv = _configured(embedded.start(data_dir), settings)
-        try:
-            yield srv
-        finally:
-            srv.stop()
-        return
-    embedded.sweep_stale_runs(prefix)
-    srv = embedded.start(embedded.scratch_root() / f"{prefix}-{os.getpid()}", fresh=True)
-    srv = _configured(srv, settings)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(srv.data_dir, ignore_errors=True)
+# ------------------------------------------------------------------------- the schema
 
 
-def _configured(
-    srv: embedded.EmbeddedServer, settings: dict[str, str] | None
-) -> embedded.EmbeddedServer:
-    if not settings:
-        return srv
-    with psycopg.connect(srv.dsn(), autocommit=True) as conn:
-        changed = False
-        for key, value in settings.items():
-            row = conn.execute(
-                "SELECT setting, unit FROM pg_settings WHERE name = %s", (key,)
-            ).fetchone()
-            if row is None:
-                raise SystemExit(f"unknown server setting {key}")
-            current = conn.execute(f"SHOW {key}").fetchone()[0]
-            if current != value:
-                conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
-                changed = True
-    if not changed:
-        return srv
-    srv.stop()
-    srv.handle.start()  # re-reads postmaster.pid: the handle is cached per data directory
-    return srv
+class Stat(TypedDict):
+    """One figure measured `n` times: the median and the spread of the repeats."""
+
+    n: int
+    median: float
+    min: float
+    max: float
+    p95: float
 
 
-def create_database(srv: embedded.EmbeddedServer, dbname: str, dimensions: int = DIMENSIONS) -> str:
-    """A new database with the extension and `dimensions`-wide embeddings; its DSN (superuser)."""
-    with psycopg.connect(srv.dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{dbname}"')
-    dsn = srv.dsn(dbname)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION memory CASCADE")
-        conn.execute("SELECT memory.configure_embeddings(%s)", (dimensions,))
-    return dsn
+# A row of a table: its labels (str, int) and its figures (numbers, Stats, or lists
+# with one number per round).
+Row = dict[str, Any]
 
 
-def vector_literal(values: Sequence[float]) -> str:
-    """A real[] / vector literal: `{0.1,0.2,...}` (shortest float repr)."""
-    return "{" + ",".join(f"{v:.7g}" for v in values) + "}"
+class Result(TypedDict):
+    """What a bench writes and bench/report.py reads (bench/results/<bench>[-quick].json)."""
+
+    bench: str  # the module: "core" for bench/core.py
+    quick: bool  # run with --quick (smaller scale, fewer repeats)
+    config: dict[str, Any]  # what was run: sizes, rounds, seeds, the data it ran on
+    tables: dict[str, list[Row]]  # the measurements, table by table
+    environment: dict[str, Any]  # written_at, machine, versions, load averages, settings
 
 
-def machine() -> dict[str, Any]:
-    """nproc, CPU model, memory and the versions that matter for the figures."""
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gb = None
-    try:
-        m = re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text())
-        mem_gb = round(int(m.group(1)) / 1024 / 1024, 1) if m else None
-    except OSError:
-        pass
-    import numpy
-    import onnxruntime
-
-    info: dict[str, Any] = {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "mem_gb": mem_gb,
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "onnxruntime": onnxruntime.__version__,
-        "psycopg": psycopg.__version__,
+def new_result(bench: str, quick: bool, **config: Any) -> Result:
+    environment = {"machine": machine(), "loadavg_before": list(os.getloadavg())}
+    return {
+        "bench": bench,
+        "quick": quick,
+        "config": config,
+        "tables": {},
+        "environment": environment,
     }
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "extension"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        info["commit"] = commit + ("+dirty" if dirty else "")
-    except OSError:
-        pass
-    return info
 
 
-def server_versions(dsn: str) -> dict[str, str]:
-    with psycopg.connect(dsn) as conn:
-        pg = conn.execute("SHOW server_version").fetchone()[0]
-        rows = conn.execute(
-            "SELECT extname, extversion FROM pg_extension WHERE extname IN ('vector', 'memory')"
-        ).fetchall()
-    return {"postgresql": pg, **{name: version for name, version in rows}}
+def result_name(result: Result) -> str:
+    return f"{result['bench']}-quick" if result["quick"] else result["bench"]
 
 
-def summary(samples: Sequence[float]) -> dict[str, float]:
-    """Median and spread of repeated measurements."""
+def options(doc: str, quick: str) -> argparse.ArgumentParser:
+    """The arguments every bench takes (--quick, --out); the bench adds its own."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help=quick)
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="for the result and figures")
+    return ap
+
+
+def save(result: Result, out: Path = RESULTS_DIR) -> None:
+    """Writes the result file, prints the bench's section and targets, draws its figures."""
+    env = result["environment"]
+    env["loadavg_after"] = list(os.getloadavg())
+    env["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    module = importlib.import_module(f"bench.{result['bench']}")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{result_name(result)}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    if hasattr(module, "markdown"):
+        print("\n" + module.markdown(result) + "\n")
+    for t in getattr(module, "targets", lambda _: [])(result):
+        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['measured']}")
+    print(f"wrote {_shown(path)}")
+    draw_figures(result, out)
+
+
+# ------------------------------------------------------------------------- statistics
+
+
+def stat(samples: Sequence[float]) -> Stat:
     xs = sorted(samples)
     return {
         "n": len(xs),
@@ -176,53 +130,14 @@ def percentile(samples: Sequence[float], p: float) -> float:
     xs = sorted(samples)
     if not xs:
         return float("nan")
-    rank = max(1, min(len(xs), math.ceil(p / 100 * len(xs))))
-    return xs[rank - 1]
+    return xs[max(1, min(len(xs), math.ceil(p / 100 * len(xs)))) - 1]
 
 
-def write_results(name: str, data: dict[str, Any]) -> Path:
-    RESULTS_DIR.mkdir(exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
-    data = {"written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), **data}
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"wrote {path.relative_to(ROOT)}")
-    return path
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A Markdown table (printed, and pasted into docs/benchmarks.md)."""
-
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
-        return str(v)
-
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(out)
-
-
-def pyplot() -> Any:
-    """matplotlib.pyplot on the Agg backend, or None (and no plots) without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
-        return None
-    return plt
-
-
-def save_figure(fig: Any, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """`fn(*args)` and the seconds it took."""
+    t0 = time.perf_counter()
+    value = fn(*args)
+    return value, time.perf_counter() - t0
 
 
 def run_together(count: int, work: Callable[[int], None]) -> float:
@@ -249,3 +164,193 @@ def run_together(count: int, work: Callable[[int], None]) -> float:
     if errors:
         raise errors[0]
     return wall
+
+
+# ------------------------------------------------------------------------- tables and figures
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table (printed, and written into docs/benchmarks.md)."""
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
+        return str(v)
+
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def spread(s: Stat, fmt: str = ".2f") -> str:
+    """A Stat as a table cell: `median (min..max)`."""
+    return f"{s['median']:{fmt}} ({s['min']:{fmt}}..{s['max']:{fmt}})"
+
+
+def medians(stats: Sequence[Stat]) -> list[float]:
+    return [s["median"] for s in stats]
+
+
+def error_bars(stats: Sequence[Stat]) -> list[list[float]]:
+    """matplotlib's yerr/xerr for bars at the medians: down to min, up to max."""
+    return [[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]]
+
+
+def draw_figures(result: Result, out: Path = RESULTS_DIR) -> None:
+    """The bench's `FIGURES` ({suffix: draw(plt, result) -> figure}) as
+    `<out>/<bench>[-quick]<suffix>.png`; none without matplotlib."""
+    figures = getattr(importlib.import_module(f"bench.{result['bench']}"), "FIGURES", {})
+    if not figures:
+        return
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no figures")
+        return
+    for suffix, draw in figures.items():
+        fig = draw(plt, result)
+        if fig is None:
+            continue
+        fig.tight_layout()
+        path = out / f"{result_name(result)}{suffix}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        print(f"wrote {_shown(path)}")
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+# ------------------------------------------------------------------------- the server
+
+
+@contextmanager
+def embedded_server(
+    name: str, keep: bool = False, settings: dict[str, str] | None = None
+) -> Iterator[embedded.EmbeddedServer]:
+    """A fresh embedded server in a throwaway data directory, removed afterwards;
+    with `keep`, a server in `bench-<name>-kept` that is reused and left in place.
+    `settings` (server-wide, e.g. shared_buffers) are written with ALTER SYSTEM and
+    the server restarted when any differs."""
+    prefix = f"bench-{name}"
+    if keep:
+        srv = embedded.start(embedded.scratch_root() / f"{prefix}-kept")
+    else:
+        embedded.sweep_stale_runs(prefix)
+        srv = embedded.start(embedded.scratch_root() / f"{prefix}-{os.getpid()}", fresh=True)
+    try:
+        with psycopg.connect(srv.dsn(), autocommit=True) as conn:
+            changed = False
+            for key, value in (settings or {}).items():
+                if (
+                    conn.execute("SELECT FROM pg_settings WHERE name = %s", (key,)).fetchone()
+                    is None
+                ):
+                    raise SystemExit(f"unknown server setting {key}")
+                if conn.execute(f"SHOW {key}").fetchone()[0] != value:
+                    conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
+                    changed = True
+        if changed:
+            srv.stop()
+            srv.handle.start()  # re-reads postmaster.pid: the handle is cached per data directory
+        yield srv
+    finally:
+        srv.stop()
+        if not keep:
+            shutil.rmtree(srv.data_dir, ignore_errors=True)
+
+
+def create_database(srv: embedded.EmbeddedServer, dbname: str, dimensions: int = DIMENSIONS) -> str:
+    """A new database with the extension and `dimensions`-wide embeddings; its DSN (superuser)."""
+    with psycopg.connect(srv.dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    dsn = srv.dsn(dbname)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION memory CASCADE")
+        conn.execute("SELECT memory.configure_embeddings(%s)", (dimensions,))
+    return dsn
+
+
+@contextmanager
+def database(result: Result, name: str, dimensions: int = DIMENSIONS) -> Iterator[str]:
+    """A fresh embedded server with one database `name` (create_database); its DSN.
+    The server's versions go into the result's environment."""
+    with embedded_server(name) as srv:
+        dsn = create_database(srv, name, dimensions)
+        result["environment"]["versions"] = server_versions(dsn)
+        yield dsn
+
+
+def server_versions(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        pg = conn.execute("SHOW server_version").fetchone()[0]
+        rows = conn.execute(
+            "SELECT extname, extversion FROM pg_extension WHERE extname IN ('vector', 'memory')"
+        ).fetchall()
+    return {"postgresql": pg, **dict(rows)}
+
+
+def server_settings(dsn: str, names: Sequence[str]) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        return {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}
+
+
+def locomo_sessions(conversation: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The sessions of a LoCoMo conversation in order, each a list of turns
+    ({"speaker", "dia_id", "text", ...})."""
+    names = [k for k in conversation if re.fullmatch(r"session_\d+", k)]
+    return [conversation[k] for k in sorted(names, key=lambda k: int(k.split("_")[1]))]
+
+
+def locomo_turns(n: int) -> list[str]:
+    """The first `n` turns of the LoCoMo conversations as `speaker: text`."""
+    texts: list[str] = []
+    for path in sorted(LOCOMO_DIR.glob("conv-*.json")):
+        data = json.loads(path.read_text())
+        sessions = locomo_sessions(data.get("conversation", data))
+        texts += [f"{t['speaker']}: {t['text']}" for s in sessions for t in s]
+    return texts[:n]
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    """A real[] / vector literal: `{0.1,0.2,...}` (shortest float repr)."""
+    return "{" + ",".join(f"{v:.7g}" for v in values) + "}"
+
+
+def machine() -> dict[str, Any]:
+    """nproc, CPU model, memory and the versions that matter for the figures."""
+    import numpy
+    import onnxruntime
+
+    def proc(path: str, pattern: str) -> str | None:
+        try:
+            m = re.search(pattern, Path(path).read_text(), re.MULTILINE)
+        except OSError:
+            return None
+        return m.group(1).strip() if m else None
+
+    mem_kb = proc("/proc/meminfo", r"^MemTotal:\s+(\d+)")
+
+    def git(*args: str) -> str:
+        try:
+            run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+        except OSError:
+            return ""
+        return run.stdout.strip()
+
+    dirty = git("status", "--porcelain", "extension")
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": proc("/proc/cpuinfo", r"^model name\s*:(.*)$") or "unknown",
+        "mem_gb": round(int(mem_kb) / 1024 / 1024, 1) if mem_kb else None,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "psycopg": psycopg.__version__,
+        "commit": git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else ""),
+    }

@@ -30,10 +30,11 @@ warm-up of the same connection (or tool) on a scratch one:
 - memory.run, 8 clients: 8 threads, one connection each, each replaying the
   trace as above into its own user's namespace, all released at once.
 
-Correctness is checked on every replay: after it, a `view` of every file
-(untimed) must give the same text on both sides, and so must every command's
-outcome (success or failure, and its text), directory views excepted (docs/core-memory.md:
-directory sizes are the bytes below, and there are no empty directories).
+Correctness is checked on every replay against the oracle of
+tests/oracle.py (the reference tool with the deviations docs/core-memory.md
+lists), replayed once untimed: every command's outcome (success or failure,
+and its text) must be the oracle's, and so must the `view` of every file
+after the replay (untimed).
 
 Last, one more replay of memory.run (SQL) with `track_functions = all` shows
 where the server spends its time (pg_stat_user_functions, self time).
@@ -44,8 +45,6 @@ where the server spends its time (pg_stat_user_functions, self time).
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import shutil
 import statistics
@@ -62,24 +61,24 @@ from typing import Any, Protocol
 import psycopg
 from bench._common import (
     ORG,
-    RESULTS_DIR,
-    create_database,
-    embedded_server,
+    Result,
+    Row,
+    database,
+    error_bars,
+    medians,
+    new_result,
+    options,
     percentile,
-    pyplot,
     run_together,
-    save_figure,
-    server_versions,
-    summary,
+    save,
+    server_settings,
+    spread,
+    stat,
     table,
-    write_results,
 )
 from psycopg.types.json import Jsonb
+from tests.oracle import ROOT, Command, Outcome, ReferenceTool, SpecOracle
 
-Command = dict[str, Any]
-Outcome = tuple[bool, str]
-
-ROOT = "/memories"
 RUN_SQL = "SELECT memory.run(%s::uuid, %s::jsonb, %s::jsonb)"
 CLIENTS = 8
 WARMUP = 100  # commands replayed untimed into a scratch namespace / directory first
@@ -87,19 +86,9 @@ TARGET_MS = 1.0
 
 # Command types as reported, in table order. A failing command is its own type.
 LABELS = (
-    "view file",
-    "view dir",
-    "str_replace",
-    "insert",
-    "create",
-    "rename",
-    "delete",
-    "str_replace (no match)",
-    "view (missing)",
-    "insert (bad line)",
-)
-# Directory sizes and empty directories differ by design (docs/core-memory.md).
-NOT_COMPARED = frozenset({"view dir"})
+    "view file", "view dir", "str_replace", "insert", "create", "rename", "delete",
+    "str_replace (no match)", "view (missing)", "insert (bad line)",
+)  # fmt: skip
 SIDES = {
     "sql": "memory.run (SQL)",
     "sql_async": "memory.run (SQL), synchronous_commit off",
@@ -185,6 +174,10 @@ class Trace:
         return {label: counts[label] for label in LABELS if counts[label]}
 
 
+class _Done(Exception):
+    """The trace has its n commands (the model's files are those they leave)."""
+
+
 class TraceBuilder:
     """Generates sessions of an agent's memory-tool use over a model of the files."""
 
@@ -194,16 +187,23 @@ class TraceBuilder:
         self.gone: list[str] = []  # paths renamed or deleted: stale memories of the agent
         self.steps: list[Step] = []
         self.day = date(2025, 1, 6)
+        self.n = 0
 
     def build(self, n: int) -> Trace:
-        while len(self.steps) < n:
-            self.session()
-        return Trace(self.steps[:n], _replay_model(self.steps[:n]))
+        self.n = n
+        try:
+            while True:
+                self.session()
+        except _Done:
+            return Trace(self.steps, self.files)
 
     # --- the model
 
     def emit(self, label: str, command: Command, ok: bool = True) -> None:
+        """Every command changes the model first, then is emitted: cut at the n-th."""
         self.steps.append(Step(label, command, ok))
+        if len(self.steps) == self.n:
+            raise _Done
 
     def dirs(self) -> list[str]:
         out: dict[str, None] = {}
@@ -218,35 +218,16 @@ class TraceBuilder:
 
     # --- text
 
-    def when(self) -> str:
-        return (self.day + timedelta(days=self.rng.randint(-20, 40))).isoformat()
-
     def line(self) -> str:
         r = self.rng
         c = r.choice
-        when = self.when()
+        when = (self.day + timedelta(days=r.randint(-20, 40))).isoformat()
         return c(TEMPLATES).format(
-            person=c(PEOPLE),
-            project=c(PROJECTS),
-            channel=c(CHANNELS),
-            decision=c(DECISIONS),
-            action=c(ACTIONS),
-            status=c(STATUSES),
-            city=c(CITIES),
-            year=r.randint(2009, 2024),
-            food=c(FOODS),
-            tool=c(TOOLS),
-            purpose=c(PURPOSES),
-            pref=c(PREFS),
-            date=when,
+            person=c(PEOPLE), project=c(PROJECTS), channel=c(CHANNELS), decision=c(DECISIONS),
+            action=c(ACTIONS), status=c(STATUSES), city=c(CITIES), year=r.randint(2009, 2024),
+            food=c(FOODS), tool=c(TOOLS), purpose=c(PURPOSES), pref=c(PREFS), date=when,
             day=when[5:],
-        )
-
-    def new_file_text(self, path: str) -> str:
-        title = Path(path).stem.replace("_", " ").replace("-", " ").capitalize()
-        body = [self.line() for _ in range(self.rng.randint(2, 12))]
-        text = f"# {title}\n\n" + "\n".join(body)
-        return text + "\n" if self.rng.random() < 0.9 else text
+        )  # fmt: skip
 
     def new_path(self) -> str:
         r = self.rng
@@ -259,8 +240,7 @@ class TraceBuilder:
             elif kind < 0.8:
                 path = f"{ROOT}/projects/{r.choice(PROJECTS)}/{r.choice(PROJECT_DOCS)}.md"
             else:
-                slug = r.choice(PROJECTS)
-                path = f"{ROOT}/meetings/{self.day.isoformat()}-{slug}.md"
+                path = f"{ROOT}/meetings/{self.day.isoformat()}-{r.choice(PROJECTS)}.md"
             if not self.taken(path):
                 return path
         return f"{ROOT}/notes-{len(self.steps)}.md"
@@ -286,32 +266,22 @@ class TraceBuilder:
     def edit(self, seen: list[str]) -> str | None:
         r = self.rng
         n = len(self.files)
-        if n < 6:
-            weights = {"create": 60, "str_replace": 20, "insert": 15, "fail": 5}
-        else:
-            weights = {
-                "str_replace": 40,
-                "insert": 25,
-                "create": 12 if n < 30 else 3,
-                "rename": 3,
-                "delete": 3 if n > 10 else 0,
-                "fail": 8,
-            }
         if n == 0:
             weights = {"create": 1}
+        elif n < 6:
+            weights = {"create": 60, "str_replace": 20, "insert": 15, "fail": 5}
+        else:
+            weights = {"str_replace": 40, "insert": 25, "create": 12 if n < 30 else 3}
+            weights |= {"rename": 3, "delete": 3 if n > 10 else 0, "fail": 8}
         kind = r.choices(list(weights), list(weights.values()))[0]
         if kind == "create":
             return self.create()
         path = r.choice(seen) if seen and r.random() < 0.7 else r.choice(list(self.files))
         if kind == "str_replace":
             return self.str_replace(path) or self.insert(path)
-        if kind == "insert":
-            return self.insert(path)
-        if kind == "rename":
-            return self.rename(path)
-        if kind == "delete":
-            return self.delete(path)
-        return self.fail(path)
+        return {"insert": self.insert, "rename": self.rename, "delete": self.delete}.get(
+            kind, self.fail
+        )(path)
 
     # --- commands
 
@@ -329,8 +299,10 @@ class TraceBuilder:
 
     def create(self) -> str:
         path = self.new_path()
-        text = self.new_file_text(path)
-        self.files[path] = text
+        title = Path(path).stem.replace("_", " ").replace("-", " ").capitalize()
+        body = [self.line() for _ in range(self.rng.randint(2, 12))]
+        text = f"# {title}\n\n" + "\n".join(body)
+        self.files[path] = text = text + "\n" if self.rng.random() < 0.9 else text
         self.emit("create", {"command": "create", "path": path, "file_text": text})
         return path
 
@@ -362,10 +334,8 @@ class TraceBuilder:
             old = pair if k + 1 < len(lines) and content.count(pair) == 1 else line
             new = self.line()  # two lines merged into one
         self.files[path] = content.replace(old, new)
-        self.emit(
-            "str_replace",
-            {"command": "str_replace", "path": path, "old_str": old, "new_str": new},
-        )
+        command = {"command": "str_replace", "path": path, "old_str": old, "new_str": new}
+        self.emit("str_replace", command)
         return path
 
     def insert(self, path: str) -> str:
@@ -380,11 +350,11 @@ class TraceBuilder:
             text += "\n" + self.line()
         if r.random() < 0.2:
             text += "\n"  # models often end insert_text with a newline
-        self.files[path] = _inserted(self.files[path], at, text)
-        self.emit(
-            "insert",
-            {"command": "insert", "path": path, "insert_line": at, "insert_text": text},
-        )
+        lines.insert(at, text.rstrip("\n"))
+        out = "\n".join(lines)
+        self.files[path] = out if out.endswith("\n") else out + "\n"
+        command = {"command": "insert", "path": path, "insert_line": at, "insert_text": text}
+        self.emit("insert", command)
         return path
 
     def rename(self, path: str) -> str | None:
@@ -409,8 +379,7 @@ class TraceBuilder:
         dirs = self.dirs()
         if dirs and r.random() < 0.15:
             path = r.choice(dirs)
-        below = [p for p in self.files if p == path or p.startswith(path + "/")]
-        for p in below:
+        for p in [p for p in self.files if p == path or p.startswith(path + "/")]:
             del self.files[p]
             self.gone.append(p)
         self.emit("delete", {"command": "delete", "path": path})
@@ -422,19 +391,13 @@ class TraceBuilder:
         body = [x for x in content.split("\n") if x.startswith("- ")]
         if roll < 0.5 and body:
             # Misremembered: the line with a name, a date or a word changed.
-            line = r.choice(body)
-            words = line.split(" ")
+            words = r.choice(body).split(" ")
             i = r.randint(1, len(words) - 1)
             words[i] = r.choice((*PEOPLE, "2024-12-31", "quickly", "Tuesday"))
             old = " ".join(words)
             if content.count(old) == 0:
-                command = {
-                    "command": "str_replace",
-                    "path": path,
-                    "old_str": old,
-                    "new_str": self.line(),
-                }
-                self.emit("str_replace (no match)", command, ok=False)
+                command = {"command": "str_replace", "path": path, "old_str": old}
+                self.emit("str_replace (no match)", {**command, "new_str": self.line()}, ok=False)
                 return
         if roll < 0.8:
             stale = [p for p in self.gone if not self.taken(p)]
@@ -450,39 +413,7 @@ class TraceBuilder:
 def _split_lines(content: str) -> list[str]:
     # The reference's lines for insert: split on LF, without the empty tail of a final newline.
     lines = content.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def _inserted(content: str, at: int, text: str) -> str:
-    lines = _split_lines(content)
-    lines.insert(at, text.rstrip("\n"))
-    out = "\n".join(lines)
-    return out if out.endswith("\n") else out + "\n"
-
-
-def _replay_model(steps: Sequence[Step]) -> dict[str, str]:
-    """The files the steps leave, computed again from the commands alone (a check on
-    the builder's bookkeeping: the trace is cut at n commands mid-session)."""
-    files: dict[str, str] = {}
-    for step in steps:
-        c = step.command
-        if not step.ok:
-            continue
-        name = c["command"]
-        if name == "create":
-            files[c["path"]] = c["file_text"]
-        elif name == "str_replace":
-            files[c["path"]] = files[c["path"]].replace(c["old_str"], c["new_str"])
-        elif name == "insert":
-            files[c["path"]] = _inserted(files[c["path"]], c["insert_line"], c["insert_text"])
-        elif name == "rename":
-            files[c["new_path"]] = files.pop(c["old_path"])
-        elif name == "delete":
-            for p in [p for p in files if p == c["path"] or p.startswith(c["path"] + "/")]:
-                del files[p]
-    return files
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def make_trace(n: int, seed: int = 7) -> Trace:
@@ -509,6 +440,9 @@ class SqlSide:
             self.conn.execute("SELECT set_config(%s, %s, false)", (key, value))
         self.cur = self.conn.cursor()
         self.org = org
+        self.use(owner)
+
+    def use(self, owner: uuid.UUID) -> None:
         self.owner = owner
         self.ns = Jsonb({"scope": "user", "owner_id": str(owner)})
 
@@ -517,19 +451,13 @@ class SqlSide:
             self.cur.execute(RUN_SQL, (self.org, Jsonb(command), self.ns))
             row = self.cur.fetchone()
         except psycopg.Error as err:
-            return False, err.diag.message_primary or repr(err)
+            return Outcome(False, err.diag.message_primary or repr(err))
         assert row is not None
-        return True, row[0]
+        return Outcome(True, row[0])
 
     def files(self) -> list[str]:
-        rows = self.conn.execute(
-            "SELECT path FROM memory.list_files(%s::uuid, %s::jsonb)", (self.org, self.ns)
-        ).fetchall()
-        return [r[0] for r in rows]
-
-    def use(self, owner: uuid.UUID) -> None:
-        self.owner = owner
-        self.ns = Jsonb({"scope": "user", "owner_id": str(owner)})
+        sql = "SELECT path FROM memory.list_files(%s::uuid, %s::jsonb)"
+        return [r[0] for r in self.conn.execute(sql, (self.org, self.ns)).fetchall()]
 
     def close(self) -> None:
         self.conn.close()
@@ -552,9 +480,9 @@ class ClientSide:
         from pgmemory import PgMemoryError
 
         try:
-            return True, self.user.run(self.org, command)
+            return Outcome(True, self.user.run(self.org, command))
         except PgMemoryError as err:
-            return False, err.message
+            return Outcome(False, err.message)
 
     def files(self) -> list[str]:
         return [f.path for f in self.user.list_files(self.org)]
@@ -564,29 +492,19 @@ class ClientSide:
 
 
 class LocalSide:
-    """The SDK's `BetaLocalFilesystemMemoryTool` on a directory."""
+    """The SDK's tool as it ships (tests.oracle.ReferenceTool), on the directory of `use`."""
 
-    def __init__(self, base: Path) -> None:
-        from anthropic.tools.memory import BetaLocalFilesystemMemoryTool
-
-        self.tool = BetaLocalFilesystemMemoryTool(base_path=str(base))
-        self.root = self.tool.memory_root
+    def use(self, base: Path) -> None:
+        self.tool = ReferenceTool(base)
 
     def run(self, command: Command) -> Outcome:
-        from anthropic.lib.tools import ToolError
-
-        try:
-            return True, str(self.tool.call(command))
-        except ToolError as err:
-            return False, str(err)
+        return self.tool.run(command)
 
     def files(self) -> list[str]:
-        out = []
-        for current, _dirs, names in os.walk(self.root):
-            rel = Path(current).relative_to(self.root).as_posix()
-            prefix = ROOT if rel == "." else f"{ROOT}/{rel}"
-            out.extend(f"{prefix}/{name}" for name in names)
-        return sorted(out)
+        return self.tool.files()
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -619,19 +537,14 @@ def final_views(side: Side) -> dict[str, str]:
     return out
 
 
-def view_mismatches(reference: dict[str, str], got: dict[str, str]) -> int:
+def view_mismatches(expected: dict[str, str], got: dict[str, str]) -> int:
     """Files on one side only, plus files whose views differ."""
-    return len(reference.keys() ^ got.keys()) + sum(
-        reference[p] != got[p] for p in reference.keys() & got.keys()
-    )
+    both = expected.keys() & got.keys()
+    return len(expected.keys() ^ got.keys()) + sum(expected[p] != got[p] for p in both)
 
 
-def outcome_mismatches(steps: Sequence[Step], reference: Replay, got: Replay) -> int:
-    return sum(
-        a != b
-        for step, a, b in zip(steps, reference.outcomes, got.outcomes, strict=True)
-        if step.label not in NOT_COMPARED
-    )
+def outcome_mismatches(expected: Replay, got: Replay) -> int:
+    return sum(a != b for a, b in zip(expected.outcomes, got.outcomes, strict=True))
 
 
 def unexpected(steps: Sequence[Step], got: Replay) -> int:
@@ -639,33 +552,14 @@ def unexpected(steps: Sequence[Step], got: Replay) -> int:
     return sum(step.ok != ok for step, (ok, _text) in zip(steps, got.outcomes, strict=True))
 
 
-# ------------------------------------------------------------------------------- one round
-
-
-def figures(steps: Sequence[Step], latencies: Sequence[Sequence[float]], wall_s: float) -> dict:
-    """One round of one side: p50/p95 per command type and overall, commands/s.
-    `latencies` holds one replay's list per client (pooled)."""
-    by: dict[str, list[float]] = {label: [] for label in LABELS}
-    everything: list[float] = []
-    for lat in latencies:
-        for step, ms in zip(steps, lat, strict=True):
-            by[step.label].append(ms)
-        everything.extend(lat)
-    return {
-        "throughput": len(everything) / wall_s,
-        "all": (percentile(everything, 50), percentile(everything, 95)),
-        "by_command": {k: (percentile(v, 50), percentile(v, 95)) for k, v in by.items() if v},
-    }
+# ------------------------------------------------------------------------------- the rounds
 
 
 class Round:
     """Fresh namespaces and directories for one round of every side."""
 
     def __init__(self, dsn: str, scratch: Path, tag: int) -> None:
-        self.dsn = dsn
-        self.scratch = scratch
-        self.tag = tag
-        self.n = 0
+        self.dsn, self.scratch, self.tag, self.n = dsn, scratch, tag, 0
 
     def owner(self) -> uuid.UUID:
         self.n += 1
@@ -677,45 +571,21 @@ class Round:
         path.mkdir()
         return path
 
-    def grant(self, user: uuid.UUID) -> None:
+    def user(self) -> uuid.UUID:
+        """An owner who holds the read permission (the client acts as a user)."""
+        user = self.owner()
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute("SELECT memory.grant(%s, %s, 'memory.read')", (ORG, user))
+        return user
 
 
-def run_local(rnd: Round, steps: Sequence[Step], warm: Sequence[Step]) -> Replay:
-    replay(LocalSide(rnd.directory()), warm)
-    side = LocalSide(rnd.directory())
-    result = replay(side, steps)
-    result.final = final_views(side)
-    return result
-
-
-def run_sql(
-    rnd: Round, steps: Sequence[Step], warm: Sequence[Step], settings: dict[str, str] | None = None
+def warmed(
+    side: Any, scratch: Any, real: Any, steps: Sequence[Step], warm: Sequence[Step]
 ) -> Replay:
-    side = SqlSide(rnd.dsn, rnd.owner(), settings=settings)
+    """The warm-up replayed on `scratch` (a namespace or directory), then the steps on
+    `real` by the same side, timed; then the final views."""
     try:
-        real = side.owner
-        side.use(rnd.owner())
-        replay(side, warm)
-        side.use(real)
-        result = replay(side, steps)
-        result.final = final_views(side)
-    finally:
-        side.close()
-    return result
-
-
-def run_sql_async(rnd: Round, steps: Sequence[Step], warm: Sequence[Step]) -> Replay:
-    return run_sql(rnd, steps, warm, {"synchronous_commit": "off"})
-
-
-def run_client(rnd: Round, steps: Sequence[Step], warm: Sequence[Step]) -> Replay:
-    real, scratch = rnd.owner(), rnd.owner()
-    rnd.grant(real)
-    rnd.grant(scratch)
-    side = ClientSide(rnd.dsn, scratch)
-    try:
+        side.use(scratch)
         replay(side, warm)
         side.use(real)
         result = replay(side, steps)
@@ -726,24 +596,22 @@ def run_client(rnd: Round, steps: Sequence[Step], warm: Sequence[Step]) -> Repla
 
 
 def run_concurrent(
-    rnd: Round, steps: Sequence[Step], warm: Sequence[Step], clients: int
+    rnd: Round, steps: Sequence[Step], warm: Sequence[Step]
 ) -> tuple[list[Replay], float]:
-    """`clients` threads, one connection and one user namespace each, released at once."""
-    sides = [SqlSide(rnd.dsn, rnd.owner()) for _ in range(clients)]
-    owners = [s.owner for s in sides]
-    for side in sides:  # warm every connection (plans, caches) on a scratch namespace
+    """CLIENTS threads, one connection and one user namespace each, released at once."""
+    owners = [rnd.owner() for _ in range(CLIENTS)]
+    sides = [SqlSide(rnd.dsn, owner) for owner in owners]
+    for side, owner in zip(sides, owners, strict=True):  # warm every connection (plans, caches)
         side.use(rnd.owner())
         replay(side, warm)
-    for side, owner in zip(sides, owners, strict=True):
         side.use(owner)
-    results: list[Replay | None] = [None] * clients
+    done: list[Replay] = [Replay([], [], 0.0)] * CLIENTS
 
     def work(i: int) -> None:
-        results[i] = replay(sides[i], steps)
+        done[i] = replay(sides[i], steps)
 
     try:
-        wall = run_together(clients, work)
-        done = [r for r in results if r is not None]
+        wall = run_together(CLIENTS, work)
         for side, r in zip(sides, done, strict=True):
             r.final = final_views(side)
     finally:
@@ -752,93 +620,98 @@ def run_concurrent(
     return done, wall
 
 
-# ------------------------------------------------------------------------------- the benchmark
+def run_side(
+    key: str, rnd: Round, steps: Sequence[Step], warm: Sequence[Step]
+) -> tuple[list[Replay], float]:
+    """One round of one side: its replays (one per client) and their wall time."""
+    if key == "sql8":
+        return run_concurrent(rnd, steps, warm)
+    if key == "local":
+        got = warmed(LocalSide(), rnd.directory(), rnd.directory(), steps, warm)
+    elif key == "client":
+        real, scratch = rnd.user(), rnd.user()
+        got = warmed(ClientSide(rnd.dsn, scratch), scratch, real, steps, warm)
+    else:
+        settings = {"synchronous_commit": "off"} if key == "sql_async" else None
+        real = rnd.owner()
+        got = warmed(SqlSide(rnd.dsn, real, settings=settings), rnd.owner(), real, steps, warm)
+    return [got], got.wall_s
 
 
-def measure(
-    dsn: str, trace: Trace, rounds: int, clients: int = CLIENTS, scratch: Path | None = None
-) -> dict[str, Any]:
-    steps = trace.steps
-    warm = steps[:WARMUP]
-    per_round: dict[str, list[dict]] = {side: [] for side in SIDES}
-    checks: dict[str, Any] = {
-        "final_view_mismatches": {side: [] for side in SIDES if side != "local"},
-        "outcome_mismatches": {side: [] for side in SIDES if side != "local"},
-        "unexpected_outcomes": [],
-        "model_mismatches": [],
-        "files_at_end": [],
-    }
-    own_scratch = scratch is None
-    scratch = scratch or Path(tempfile.mkdtemp(prefix="pgmemory-core-"))
+def figures(steps: Sequence[Step], replays: Sequence[Replay], wall_s: float) -> dict[str, Any]:
+    """One round of one side: p50/p95 per command type and overall (the clients' latencies
+    pooled), commands/s."""
+    by: dict[str, list[float]] = {label: [] for label in (*LABELS, "all")}
+    for r in replays:
+        for step, ms in zip(steps, r.latency_ms, strict=True):
+            by[step.label].append(ms)
+        by["all"].extend(r.latency_ms)
+    out = {k: (percentile(v, 50), percentile(v, 95)) for k, v in by.items() if v}
+    return {"commands_per_s": len(by["all"]) / wall_s, "latency": out}
+
+
+def measure(dsn: str, trace: Trace, rounds: int) -> dict[str, list[Row]]:
+    steps, warm = trace.steps, trace.steps[:WARMUP]
+    per_round: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+    mismatches: dict[str, tuple[list[int], list[int]]] = {side: ([], []) for side in SIDES}
+    checks: list[Row] = []
+    scratch = Path(tempfile.mkdtemp(prefix="pgmemory-core-"))
     try:
+        oracle = SpecOracle(scratch / "oracle")
+        expected = replay(oracle, steps)
+        expected.final = final_views(oracle)
         for r in range(rounds):
             rnd = Round(dsn, scratch, r)
-            local = run_local(rnd, steps, warm)
-            per_round["local"].append(figures(steps, [local.latency_ms], local.wall_s))
-            checks["unexpected_outcomes"].append(unexpected(steps, local))
-            checks["model_mismatches"].append(
-                view_mismatches(
-                    {p: _expected_view(p, c) for p, c in trace.files.items()}, local.final
-                )
-            )
-            checks["files_at_end"].append(len(local.final))
-            line = [f"round {r + 1}/{rounds}: local {len(steps) / local.wall_s:,.0f}/s"]
-            for key, run in (
-                ("sql", run_sql),
-                ("sql_async", run_sql_async),
-                ("client", run_client),
-            ):
-                got = run(rnd, steps, warm)
-                per_round[key].append(figures(steps, [got.latency_ms], got.wall_s))
-                checks["final_view_mismatches"][key].append(view_mismatches(local.final, got.final))
-                checks["outcome_mismatches"][key].append(outcome_mismatches(steps, local, got))
-                line.append(f"{key} {len(steps) / got.wall_s:,.0f}/s")
-            many, wall = run_concurrent(rnd, steps, warm, clients)
-            per_round["sql8"].append(figures(steps, [m.latency_ms for m in many], wall))
-            checks["final_view_mismatches"]["sql8"].append(
-                sum(view_mismatches(local.final, m.final) for m in many)
-            )
-            checks["outcome_mismatches"]["sql8"].append(
-                sum(outcome_mismatches(steps, local, m) for m in many)
-            )
-            line.append(f"{clients} clients {clients * len(steps) / wall:,.0f}/s")
-            print(", ".join(line), flush=True)
-        prof = profile(Round(dsn, scratch, rounds), steps, warm)
+            line = [f"round {r + 1}/{rounds}:"]
+            for key in ("local", "sql", "sql_async", "client", "sql8"):
+                replays, wall = run_side(key, rnd, steps, warm)
+                per_round[key].append(figures(steps, replays, wall))
+                views, outcomes = mismatches[key]
+                views.append(sum(view_mismatches(expected.final, x.final) for x in replays))
+                outcomes.append(sum(outcome_mismatches(expected, x) for x in replays))
+                line.append(f"{key} {len(replays) * len(steps) / wall:,.0f}/s")
+                if key == "local":
+                    checks.append(
+                        {
+                            "round": r + 1,
+                            "files_at_end": len(replays[0].final),
+                            "unexpected_outcomes": unexpected(steps, replays[0]),
+                        }
+                    )
+            print(" ".join(line), flush=True)
+        profiled = profile(Round(dsn, scratch, rounds), steps, warm)
     finally:
-        if own_scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-    sides: dict[str, Any] = {}
-    for key, label in SIDES.items():
-        rs = per_round[key]
-        sides[key] = {
+        shutil.rmtree(scratch, ignore_errors=True)
+    latency = []
+    for key, rs in per_round.items():
+        for command in (*LABELS, "all"):
+            if command in rs[0]["latency"]:
+                p50, p95 = zip(*(x["latency"][command] for x in rs), strict=True)
+                latency.append(
+                    {"side": key, "command": command, "p50_ms": stat(p50), "p95_ms": stat(p95)}
+                )
+    sides = [
+        {
+            "side": key,
             "label": label,
-            "throughput_per_s": summary([x["throughput"] for x in rs]),
-            "all": {
-                "p50_ms": summary([x["all"][0] for x in rs]),
-                "p95_ms": summary([x["all"][1] for x in rs]),
-            },
-            "by_command": {
-                cmd: {
-                    "p50_ms": summary([x["by_command"][cmd][0] for x in rs]),
-                    "p95_ms": summary([x["by_command"][cmd][1] for x in rs]),
-                }
-                for cmd in LABELS
-                if cmd in rs[0]["by_command"]
-            },
+            "commands_per_s": stat([x["commands_per_s"] for x in per_round[key]]),
+            "final_view_mismatches": mismatches[key][0],
+            "outcome_mismatches": mismatches[key][1],
         }
-    sides["sql8"]["clients"] = clients
-    return {"sides": sides, "checks": checks, "profile": prof}
+        for key, label in SIDES.items()
+    ]
+    return {"latency": latency, "sides": sides, "checks": checks, **profiled}
 
 
-def profile(rnd: Round, steps: Sequence[Step], warm: Sequence[Step], top: int = 12) -> dict:
+def profile(
+    rnd: Round, steps: Sequence[Step], warm: Sequence[Step], top: int = 12
+) -> dict[str, list[Row]]:
     """Where memory.run spends its time on the server: one more replay (memory.run (SQL))
     with `track_functions = all`, then pg_stat_user_functions of this database (reset
     first). PostgreSQL counts only calls that return, so failed commands are left out."""
+    real = rnd.owner()
     side = SqlSide(rnd.dsn, rnd.owner(), settings={"track_functions": "all"})
     try:
-        real = side.owner
-        side.use(rnd.owner())
         replay(side, warm)
         side.use(real)
         side.conn.execute("SELECT pg_stat_force_next_flush()")  # the warm-up's counters
@@ -866,12 +739,16 @@ def profile(rnd: Round, steps: Sequence[Step], warm: Sequence[Step], top: int = 
     calls, total = run
     ok = [i for i, (good, _) in enumerate(got.outcomes) if good]
     return {
-        "run_calls": calls,
-        "run_server_ms_per_call": total / calls,
-        "client_ms_per_ok_command": statistics.fmean(got.latency_ms[i] for i in ok),
-        "functions": [
+        "profile_run": [
             {
-                "name": name,
+                "run_calls": calls,
+                "run_server_ms_per_call": total / calls,
+                "client_ms_per_ok_command": statistics.fmean(got.latency_ms[i] for i in ok),
+            }
+        ],
+        "profile": [
+            {
+                "function": name,
                 "calls": n,
                 "self_us_per_call": 1000 * self_ms / n,
                 "self_share_of_run": self_ms / total,
@@ -881,57 +758,33 @@ def profile(rnd: Round, steps: Sequence[Step], warm: Sequence[Step], top: int = 
     }
 
 
-def _expected_view(path: str, content: str) -> str:
-    lines = content.split("\n")
-    numbered = "\n".join(f"{i:>6}\t{line}" for i, line in enumerate(lines, 1))
-    return f"Here's the content of {path} with line numbers:\n{numbered}"
-
-
-def server_settings(dsn: str) -> dict[str, str]:
-    names = ("fsync", "synchronous_commit", "shared_buffers", "wal_sync_method", "jit")
-    with psycopg.connect(dsn) as conn:
-        return {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2,000 commands instead of 10,000")
+    ap = options(__doc__, "2,000 commands instead of 10,000")
     ap.add_argument("--rounds", type=int, default=3, help="replays per side (median and spread)")
     ap.add_argument("--commands", type=int, help="trace length (overrides --quick)")
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
     n = args.commands or (2_000 if args.quick else 10_000)
-
     trace = make_trace(n, args.seed)
-    mix = trace.mix()
-    print(f"trace: {n:,} commands, {len(trace.files)} files at the end; " + _mix_text(mix))
-
-    results: dict[str, Any] = {
-        "quick": args.quick,
-        "commands": n,
-        "seed": args.seed,
-        "rounds": args.rounds,
-        "warmup": WARMUP,
-        "clients": CLIENTS,
-        "mix": mix,
-        "expected_failures": sum(not s.ok for s in trace.steps),
-        "bytes_at_end": sum(len(c.encode()) for c in trace.files.values()),
-    }
-    results["loadavg_before"] = os.getloadavg()
-    with embedded_server("core") as srv:
-        dsn = create_database(srv, "core")
-        results["versions"] = server_versions(dsn)
-        results["server_settings"] = server_settings(dsn)
-        results.update(measure(dsn, trace, args.rounds))
-    results["loadavg_after"] = os.getloadavg()
-    name = "core-quick" if args.quick else "core"
-    print()
-    print(report_tables(results))
-    print()
-    for t in targets(results):
-        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['measured']}")
-    write_results(name, results)
-    plot(results, RESULTS_DIR / f"{name}-latency.png")
+    result = new_result(
+        "core",
+        args.quick,
+        commands=n,
+        seed=args.seed,
+        rounds=args.rounds,
+        warmup=WARMUP,
+        clients=CLIENTS,
+        mix=trace.mix(),
+        expected_failures=sum(not s.ok for s in trace.steps),
+        bytes_at_end=sum(len(c.encode()) for c in trace.files.values()),
+        compared="every command",  # with the oracle (earlier runs: directory views excepted)
+    )
+    print(f"trace: {n:,} commands, {len(trace.files)} files at the end; " + _mix_text(trace.mix()))
+    with database(result, "core") as dsn:
+        names = ("fsync", "synchronous_commit", "shared_buffers", "wal_sync_method", "jit")
+        result["environment"]["server_settings"] = server_settings(dsn, names)
+        result["tables"] = measure(dsn, trace, args.rounds)
+    save(result, args.out)
 
 
 # ------------------------------------------------------------------------------- reporting
@@ -942,143 +795,102 @@ def _mix_text(mix: dict[str, int]) -> str:
     return ", ".join(f"{label} {count / total:.1%}" for label, count in mix.items())
 
 
-def _ms(s: dict[str, float]) -> str:
-    return f"{s['median']:.3f} ({s['min']:.3f}..{s['max']:.3f})"
+def _latency(r: Result) -> dict[tuple[str, str], Row]:
+    return {(x["side"], x["command"]): x for x in r["tables"]["latency"]}
 
 
-def _rate(s: dict[str, float]) -> str:
-    return f"{s['median']:,.0f} ({s['min']:,.0f}..{s['max']:,.0f})"
+def _sides(r: Result) -> dict[str, Row]:
+    return {x["side"]: x for x in r["tables"]["sides"]}
 
 
-def latency_table(r: dict[str, Any], stat: str) -> str:
-    sides = r["sides"]
-    rows = []
-    for label in LABELS:
-        if label not in r["mix"]:
-            continue
-        rows.append(
-            (
-                label,
-                f"{r['mix'][label]:,}",
-                *(_ms(sides[k]["by_command"][label][stat]) for k in SIDES),
-            )
+def latency_table(r: Result, stat_key: str) -> str:
+    c, by = r["config"], _latency(r)
+    rows = [
+        (
+            "**all commands**" if cmd == "all" else cmd,
+            f"{c['commands'] if cmd == 'all' else c['mix'][cmd]:,}",
+            *(spread(by[k, cmd][stat_key], ".3f") for k in SIDES),
         )
-    rows.append(
-        ("**all commands**", f"{r['commands']:,}", *(_ms(sides[k]["all"][stat]) for k in SIDES))
-    )
-    return table(["command", "in trace", *(sides[k]["label"] for k in SIDES)], rows)
+        for cmd in (*LABELS, "all")
+        if cmd == "all" or cmd in c["mix"]
+    ]
+    return table(["command", "in trace", *(s["label"] for s in _sides(r).values())], rows)
 
 
-def throughput_table(r: dict[str, Any]) -> str:
-    sides = r["sides"]
-    checks = r["checks"]
-    rows = []
-    for key in SIDES:
-        mism = (
+def throughput_table(r: Result) -> str:
+    rows = [
+        (
+            s["label"],
+            spread(s["commands_per_s"], ",.0f"),
             "reference"
             if key == "local"
-            else f"{sum(checks['final_view_mismatches'][key])} / "
-            f"{sum(checks['outcome_mismatches'][key])}"
+            else f"{sum(s['final_view_mismatches'])} / {sum(s['outcome_mismatches'])}",
         )
-        rows.append((sides[key]["label"], _rate(sides[key]["throughput_per_s"]), mism))
+        for key, s in _sides(r).items()
+    ]
     return table(
         ["side", "commands/s", "mismatches: final views / command outcomes (all rounds)"], rows
     )
 
 
-def report_tables(r: dict[str, Any]) -> str:
-    return "\n".join(
-        [
-            f"Latency p50, ms: median over {r['rounds']} rounds (min..max)",
-            latency_table(r, "p50_ms"),
-            "",
-            f"Latency p95, ms: median over {r['rounds']} rounds (min..max)",
-            latency_table(r, "p95_ms"),
-            "",
-            f"Throughput, commands/s ({r['clients']} clients: all commands of all clients "
-            "per second of wall time)",
-            throughput_table(r),
-            *(
-                ["", "memory.run's functions by self time", profile_table(r)]
-                if r["profile"]
-                else []
-            ),
-        ]
-    )
+def _worst(r: Result, key: str) -> tuple[str, float]:
+    by = {
+        cmd: x["p50_ms"]["median"]
+        for (side, cmd), x in _latency(r).items()
+        if side == key and cmd != "all"
+    }
+    label = max(by, key=lambda k: by[k])
+    return label, by[label]
 
 
-def _worst(r: dict[str, Any], key: str = "sql") -> tuple[str, float]:
-    by = r["sides"][key]["by_command"]
-    label = max(by, key=lambda k: by[k]["p50_ms"]["median"])
-    return label, by[label]["p50_ms"]["median"]
-
-
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    r = results
-    sql = r["sides"]["sql"]
-    overall = sql["all"]["p50_ms"]
-    worst, worst_ms = _worst(r)
-    nosync = r["sides"]["sql_async"]["by_command"]
+def targets(r: Result) -> list[dict[str, Any]]:
+    overall = _latency(r)["sql", "all"]["p50_ms"]
+    worst, worst_ms = _worst(r, "sql")
     nosync_worst, nosync_worst_ms = _worst(r, "sql_async")
-    mism = sum(sum(v) for v in r["checks"]["final_view_mismatches"].values())
-    outcome = sum(sum(v) for v in r["checks"]["outcome_mismatches"].values())
+    others = [s for key, s in _sides(r).items() if key != "local"]
+    views = sum(sum(s["final_view_mismatches"]) for s in others)
+    outcomes = sum(sum(s["outcome_mismatches"]) for s in others)
+    rounds = r["config"]["rounds"]
     return [
         {
             "target": f"memory.run p50 ≤ {TARGET_MS:g} ms per command over a local socket",
-            "measured": f"{overall['median']:.2f} ms (all commands, median of {r['rounds']} "
+            "measured": f"{overall['median']:.2f} ms (all commands, median of {rounds} "
             f"rounds, {overall['min']:.2f}..{overall['max']:.2f})",
             "met": overall["median"] <= TARGET_MS,
         },
         {
             "target": f"memory.run p50 ≤ {TARGET_MS:g} ms for every command type",
             "measured": f"worst: {worst} {worst_ms:.2f} ms; with synchronous_commit off "
-            f"{nosync[worst]['p50_ms']['median']:.2f} ms (worst {nosync_worst} "
+            f"{_latency(r)['sql_async', worst]['p50_ms']['median']:.2f} ms (worst {nosync_worst} "
             f"{nosync_worst_ms:.2f} ms)",
             "met": worst_ms <= TARGET_MS,
         },
         {
             "target": "memory.run leaves the same files as the reference tool",
-            "measured": f"{mism} final-view and {outcome} command-outcome mismatches "
-            f"over {r['rounds']} rounds of every side",
-            "met": mism == 0 and outcome == 0,
+            "measured": f"{views} final-view and {outcomes} command-outcome mismatches "
+            f"over {rounds} rounds of every side",
+            "met": views == 0 and outcomes == 0,
         },
     ]
 
 
-def profile_table(r: dict[str, Any]) -> str:
-    rows = [
-        (
-            f"`{f['name']}`",
-            f"{f['calls']:,}",
-            f"{f['self_us_per_call']:.1f}",
-            f"{f['self_share_of_run']:.0%}",
-        )
-        for f in r["profile"]["functions"]
-    ]
-    return table(["function", "calls", "self µs per call", "share of memory.run's time"], rows)
-
-
-def markdown(results: dict[str, Any]) -> str:
-    r = results
-    name = "core-quick" if r.get("quick") else "core"
-    sql8 = r["sides"]["sql8"]
-    s = r["server_settings"]
-    prof = r.get("profile") or {}
-    load = r.get("loadavg_before")
-    cmd = "`.venv/bin/python -m bench.core" + (" --quick`" if r.get("quick") else "`")
+def markdown(r: Result) -> str:
+    c, env = r["config"], r["environment"]
+    s, load = env["server_settings"], env.get("loadavg_before")
+    name = "core-quick" if r["quick"] else "core"
     out = [
         "## Core memory (bench/core.py)",
         "",
-        f"One generated trace of {r['commands']:,} memory-tool commands (seed {r['seed']}), "
+        f"One generated trace of {c['commands']:,} memory-tool commands (seed {c['seed']}), "
         "each a dict exactly as the model sends it: an agent's sessions, each opening with "
         "a `view` of /memories, then a few files viewed and edited; now and then a rename "
         "(often into /memories/archive) or a delete, and a few commands that fail as an "
         "agent's do (an old_str it misremembered, a file it had renamed, a line past the "
-        f"end). Mix: {_mix_text(r['mix'])}. At the end {r['checks']['files_at_end'][0]} "
-        f"files, {r['bytes_at_end']:,} bytes.",
+        f"end). Mix: {_mix_text(c['mix'])}. At the end {r['tables']['checks'][0]['files_at_end']} "
+        f"files, {c['bytes_at_end']:,} bytes.",
         "",
         "Each round replays the whole trace on every side, into a fresh namespace or "
-        f"directory, after an untimed warm-up of {r['warmup']} commands on a scratch one:",
+        f"directory, after an untimed warm-up of {c['warmup']} commands on a scratch one:",
         "",
         "- **memory.run (SQL)**: `SELECT memory.run(org, command, ns)` on one autocommit "
         "connection over the unix socket, as the service with "
@@ -1091,15 +903,15 @@ def markdown(results: dict[str, Any]) -> str:
         "transaction that sets the user's claims, then the same call;",
         "- **local tool**: the anthropic SDK's `BetaLocalFilesystemMemoryTool.call(command)` "
         "on a directory of the same disk (it fsyncs every file it writes);",
-        f"- **{sql8['label']}**: {sql8['clients']} threads, one connection each, each "
+        f"- **{_sides(r)['sql8']['label']}**: {c['clients']} threads, one connection each, each "
         "replaying the trace as memory.run (SQL) into its own user's namespace, all "
         "released at once; latencies pooled over the clients.",
         "",
         "Latency is per command, measured by the client (`perf_counter`): a round's p50 and "
-        f"p95 per command type, then the median of {r['rounds']} rounds (min..max of rounds)."
+        f"p95 per command type, then the median of {c['rounds']} rounds (min..max of rounds)."
         + (
-            f" Load average when the run started: {load[0]:.2f} on {r['machine']['nproc']} cores."
-            if load and "machine" in r
+            f" Load average when the run started: {load[0]:.2f} on {env['machine']['nproc']} cores."
+            if load
             else ""
         ),
         "",
@@ -1113,63 +925,85 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "Throughput (for the concurrent clients: all their commands per second of wall "
         "time), and the correctness check made on every replay: after it, the `view` of "
-        "every file must be the same text as the reference tool's, and so must every "
-        "command's outcome (success or failure and its text; directory views excepted, "
-        "whose sizes differ by design, see docs/core-memory.md):",
+        "every file must be the same text as "
+        + (
+            "the oracle's (the reference tool with the deviations docs/core-memory.md lists, "
+            "tests/oracle.py), and so must every command's outcome (success or failure and "
+            "its text):"
+            if c.get("compared") == "every command"
+            else "the reference tool's, and so must every command's outcome (success or failure "
+            "and its text; directory views excepted, whose sizes differ by design, see "
+            "docs/core-memory.md):"
+        ),
         "",
         throughput_table(r),
         "",
         f"![core memory p50 latency per command](../bench/results/{name}-latency.png)",
     ]
-    if prof:
+    if "profile" in r["tables"]:
+        run = r["tables"]["profile_run"][0]
+        rows = [
+            (
+                f"`{f['function']}`",
+                f"{f['calls']:,}",
+                f"{f['self_us_per_call']:.1f}",
+                f"{f['self_share_of_run']:.0%}",
+            )
+            for f in r["tables"]["profile"]
+        ]
         out += [
             "",
             "### Where memory.run spends its time",
             "",
             "One more replay of memory.run (SQL) with `track_functions = all`; "
             "`pg_stat_user_functions` then gives each function's own (self) time. memory.run "
-            f"took on average {prof['run_server_ms_per_call']:.3f} ms per successful call on "
-            f"the server, of {prof['client_ms_per_ok_command']:.3f} ms on average per "
+            f"took on average {run['run_server_ms_per_call']:.3f} ms per successful call on "
+            f"the server, of {run['client_ms_per_ok_command']:.3f} ms on average per "
             "successful command measured by the client (the rest: the round trip, parse and "
             "bind, the commit and its WAL flush, psycopg). The functions with the most self "
             "time:",
             "",
-            profile_table(r),
+            table(["function", "calls", "self µs per call", "share of memory.run's time"], rows),
         ]
+    cmd = "`.venv/bin/python -m bench.core" + (" --quick`" if r["quick"] else "`")
     out += ["", f"Reproduce: {cmd} (`--rounds N`, `--commands N`)."]
     return "\n".join(out)
 
 
-def plot(r: dict[str, Any], path: Path) -> None:
+def figure(plt: Any, r: Result) -> Any:
     """p50 per command type: memory.run, the local tool, memory.run under 8 clients."""
-    plt = pyplot()
-    if plt is None:
-        return
     import numpy as np
     from matplotlib.ticker import FormatStrFormatter
 
-    labels = [label for label in LABELS if label in r["mix"]] + ["all commands"]
+    c, by = r["config"], _latency(r)
+    labels = [label for label in LABELS if label in c["mix"]] + ["all commands"]
     keys = ("sql", "local", "sql8")
     fig, ax = plt.subplots(figsize=(11, 4.8))
     width = 0.8 / len(keys)
     x = np.arange(len(labels))
     for i, key in enumerate(keys):
-        side = r["sides"][key]
-        stats = [side["by_command"][lb]["p50_ms"] for lb in labels[:-1]] + [side["all"]["p50_ms"]]
-        med = [s["median"] for s in stats]
-        lo = [s["median"] - s["min"] for s in stats]
-        hi = [s["max"] - s["median"] for s in stats]
-        ax.bar(x + i * width, med, width, yerr=[lo, hi], capsize=2, label=side["label"])
+        stats = [by[key, "all" if lb == "all commands" else lb]["p50_ms"] for lb in labels]
+        ax.bar(
+            x + i * width,
+            medians(stats),
+            width,
+            yerr=error_bars(stats),
+            capsize=2,
+            label=SIDES[key],
+        )
     ax.axhline(TARGET_MS, color="grey", linestyle="--", linewidth=1, label="1 ms target")
     ax.set_xticks(x + width * (len(keys) - 1) / 2, labels, rotation=25, ha="right")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
-    ax.set_ylabel(f"p50 latency, ms (median of {r['rounds']} rounds, min..max)")
-    ax.set_title(f"Memory-tool commands, {r['commands']:,}-command trace")
+    ax.set_ylabel(f"p50 latency, ms (median of {c['rounds']} rounds, min..max)")
+    ax.set_title(f"Memory-tool commands, {c['commands']:,}-command trace")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    save_figure(fig, path)
+    return fig
+
+
+FIGURES = {"-latency": figure}
 
 
 if __name__ == "__main__":

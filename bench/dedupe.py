@@ -27,30 +27,29 @@ the measurements start.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
 from bench._common import (
     ORG,
-    RESULTS_DIR,
-    create_database,
-    embedded_server,
-    pyplot,
+    Result,
+    Row,
+    database,
+    error_bars,
+    locomo_turns,
+    medians,
+    new_result,
+    options,
     run_together,
-    save_figure,
-    server_versions,
-    summary,
+    save,
+    spread,
+    stat,
     table,
-    write_results,
+    timed,
 )
-from bench.embed import locomo_turns
 
 BATCH = 100
 WRITERS = 8
@@ -59,7 +58,7 @@ BACKGROUND = 2000  # facts of another tenant, so that the table is never empty
 X = "\N{MULTIPLICATION SIGN}"
 
 SAVE_FACTS = "save_facts (1 call)"
-SEARCH_INSERT = "search top-1, then INSERT (200 calls)"
+SEARCH_INSERT = "search top-1, then INSERT (200 calls)"  # the loop of the target
 SAVE_FACT_LOOP = "save_fact loop (100 calls)"
 PLAIN_LOOP = "plain SQL top-1, then INSERT (200 calls)"
 METHODS = (SAVE_FACTS, SEARCH_INSERT, SAVE_FACT_LOOP, PLAIN_LOOP)
@@ -73,6 +72,12 @@ PLAIN_NEAREST = """
     WHERE namespace_id = %(nsid)s AND forgotten_at IS NULL
     ORDER BY embedding <=> %(v)b::real[]::vector LIMIT 1
 """
+SEARCH_TOP1 = (
+    "SELECT similarity FROM memory.search_facts(%(org)s, %(c)s, %(v)b::real[], %(ns)s::jsonb, 1, "
+    "'{\"text_weight\": 0}')"
+)
+Facts = list[tuple[str, list[float]]]
+Batch = tuple[Facts, str]  # the facts, and the same as save_facts' JSON argument
 
 
 class Namespaces:
@@ -98,22 +103,11 @@ class Namespaces:
             if prefill:
                 vecs = self.rng.standard_normal((prefill, 384)).astype(np.float32)
                 vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-                with (
-                    conn.cursor() as cur,
-                    cur.copy(
-                        "COPY memory.facts (organization_id, namespace_id, content, embedding)"
-                        " FROM STDIN"
-                    ) as copy,
-                ):
+                copy_sql = "COPY memory.facts (organization_id, namespace_id, content, embedding) FROM STDIN"
+                with conn.cursor() as cur, cur.copy(copy_sql) as copy:
                     for i, v in enumerate(vecs):
-                        copy.write_row(
-                            (
-                                ORG,
-                                nsid,
-                                f"generated fact {i}",
-                                "[" + ",".join(f"{x:.6g}" for x in v) + "]",
-                            )
-                        )
+                        vector = "[" + ",".join(f"{x:.6g}" for x in v) + "]"
+                        copy.write_row((ORG, nsid, f"generated fact {i}", vector))
                 conn.execute("ANALYZE memory.facts")
         return {"scope": "user", "owner_id": owner, "id": str(nsid)}
 
@@ -122,66 +116,79 @@ def _ns_json(ns: dict) -> str:
     return json.dumps({k: v for k, v in ns.items() if k != "id"})
 
 
-def save_batch(conn: psycopg.Connection, payload: str, ns: dict) -> tuple[int, int]:
+def save_batch(conn: psycopg.Connection, batch: Batch, ns: dict, threshold: float = 0) -> int:
     rows = conn.execute(
-        "SELECT id FROM memory.save_facts(%s, %s::jsonb, %s::jsonb)", (ORG, payload, _ns_json(ns))
+        "SELECT id FROM memory.save_facts(%s, %s::jsonb, %s::jsonb)", (ORG, batch[1], _ns_json(ns))
     ).fetchall()
-    return sum(r[0] is not None for r in rows), len(rows)
+    return sum(r[0] is not None for r in rows)
 
 
-def save_loop(conn: psycopg.Connection, facts: list[tuple[str, list[float]]], ns: dict) -> int:
-    ns_json = _ns_json(ns)
-    ids = set()
-    for content, vec in facts:
-        ids.add(
-            conn.execute(
-                "SELECT memory.save_fact(%s, %s, %b::real[], %s::jsonb)",
-                (ORG, content, vec, ns_json),
-            ).fetchone()[0]
-        )
-    return len(ids)
+def save_loop(conn: psycopg.Connection, batch: Batch, ns: dict, threshold: float) -> int:
+    sql, ns_json = "SELECT memory.save_fact(%s, %s, %b::real[], %s::jsonb)", _ns_json(ns)
+    return len({conn.execute(sql, (ORG, c, v, ns_json)).fetchone()[0] for c, v in batch[0]})
 
 
-def search_then_insert(
-    conn: psycopg.Connection, facts: list[tuple[str, list[float]]], ns: dict, threshold: float
-) -> int:
-    """Per fact: memory.search_facts top-1 (vector only), then INSERT when no near-duplicate."""
-    ns_json = _ns_json(ns)
-    saved = 0
-    for content, vec in facts:
-        hit = conn.execute(
-            "SELECT similarity FROM memory.search_facts(%s, %s, %b::real[], %s::jsonb, 1, "
-            "'{\"text_weight\": 0}')",
-            (ORG, content, vec, ns_json),
-        ).fetchone()
-        if hit is None or hit[0] < threshold:
-            conn.execute(INSERT, {"org": ORG, "nsid": ns["id"], "c": content, "v": vec})
-            saved += 1
-    return saved
+def nearest_then_insert(nearest: str) -> Any:
+    """The client-side loop: per fact the nearest fact's similarity by `nearest`, then an
+    INSERT when it is below the threshold (no near-duplicate)."""
+
+    def loop(conn: psycopg.Connection, batch: Batch, ns: dict, threshold: float) -> int:
+        saved, ns_json = 0, _ns_json(ns)
+        for content, vec in batch[0]:
+            params = {"org": ORG, "nsid": ns["id"], "ns": ns_json, "c": content, "v": vec}
+            hit = conn.execute(nearest, params).fetchone()
+            if hit is None or hit[0] < threshold:
+                conn.execute(INSERT, params)
+                saved += 1
+        return saved
+
+    return loop
 
 
-def plain_then_insert(
-    conn: psycopg.Connection, facts: list[tuple[str, list[float]]], ns: dict, threshold: float
-) -> int:
-    """Per fact: the nearest live fact of the namespace by `<=>` (pgvector defaults), then
-    INSERT when no near-duplicate."""
-    saved = 0
-    for content, vec in facts:
-        params = {"org": ORG, "nsid": ns["id"], "c": content, "v": vec}
-        hit = conn.execute(PLAIN_NEAREST, params).fetchone()
-        if hit is None or hit[0] < threshold:
-            conn.execute(INSERT, params)
-            saved += 1
-    return saved
+SAVE = {
+    SAVE_FACTS: save_batch,
+    SEARCH_INSERT: nearest_then_insert(SEARCH_TOP1),
+    SAVE_FACT_LOOP: save_loop,
+    PLAIN_LOOP: nearest_then_insert(PLAIN_NEAREST),
+}
 
 
-def concurrent(dsn: str, jobs: list[tuple[str, dict]]) -> tuple[float, int]:
-    """One thread and connection per job (a payload and its namespace); wall time."""
+def single(
+    dsn: str, spaces: Namespaces, batches: list[Batch], prefill: int, repeat: int, threshold: float
+) -> list[Row]:
+    """Every method on the same batch in a round, their order rotating: facts/s, the
+    facts stored, and save_facts' speed-up over each method (per round)."""
+    rates: dict[str, list[float]] = {m: [] for m in METHODS}
+    stored: dict[str, set[int]] = {m: set() for m in METHODS}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for r in range(repeat):
+            batch = batches[r % len(batches)]
+            for method in METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]:
+                ns = spaces.fresh(prefill)
+                n, seconds = timed(SAVE[method], conn, batch, ns, threshold)
+                rates[method].append(BATCH / seconds)
+                stored[method].add(n)
+    return [
+        {
+            "prefill": prefill,
+            "method": m,
+            "facts_per_s": stat(rates[m]),
+            "stored_of_100": sorted(stored[m]),
+            "speedup": None
+            if m == SAVE_FACTS
+            else stat([a / b for a, b in zip(rates[SAVE_FACTS], rates[m], strict=True)]),
+        }
+        for m in METHODS
+    ]
+
+
+def concurrent(dsn: str, jobs: list[tuple[Batch, dict]]) -> tuple[float, int]:
+    """One thread and connection per job (its facts and namespace); wall time, facts stored."""
     conns = [psycopg.connect(dsn, autocommit=True) for _ in jobs]
     saved = [0] * len(jobs)
 
     def work(i: int) -> None:
-        saved[i] = save_batch(conns[i], *jobs[i])[0]
+        saved[i] = save_batch(conns[i], *jobs[i])
 
     try:
         wall = run_together(len(jobs), work)
@@ -192,8 +199,7 @@ def concurrent(dsn: str, jobs: list[tuple[str, dict]]) -> tuple[float, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer repeats, smaller pre-fills")
+    ap = options(__doc__, "fewer repeats, smaller pre-fills")
     ap.add_argument("--repeat", type=int)
     args = ap.parse_args()
     repeat = args.repeat or (3 if args.quick else 5)
@@ -202,242 +208,114 @@ def main() -> None:
     from pgmemory.embedders import LocalEmbedder
 
     texts = locomo_turns(WRITERS * BATCH)
-    t0 = time.perf_counter()
-    vectors = LocalEmbedder().embed(texts)
-    print(f"embedded {len(texts)} LoCoMo turns in {time.perf_counter() - t0:.1f}s")
+    vectors, seconds = timed(LocalEmbedder().embed, texts)
+    print(f"embedded {len(texts)} LoCoMo turns in {seconds:.1f}s")
     facts = [(t, [float(f"{x:.7g}") for x in v]) for t, v in zip(texts, vectors, strict=True)]
-    batches = [facts[i : i + BATCH] for i in range(0, len(facts), BATCH)]
-    payloads = [json.dumps([{"content": c, "embedding": v} for c, v in b]) for b in batches]
-
-    results: dict[str, Any] = {
-        "quick": args.quick,
-        "loadavg_before": os.getloadavg(),
-        "batch": BATCH,
-        "repeat": repeat,
-        "background_facts": BACKGROUND,
-        "single": {},
-        "speedup": {},
-        "concurrent": {},
-    }
-    with embedded_server("dedupe") as srv:
-        dsn = create_database(srv, "dedupe")
-        results["versions"] = server_versions(dsn)
+    chunks = [facts[i : i + BATCH] for i in range(0, len(facts), BATCH)]
+    batches = [(b, json.dumps([{"content": c, "embedding": v} for c, v in b])) for b in chunks]
+    result = new_result(
+        "dedupe",
+        args.quick,
+        batch=BATCH,
+        repeat=repeat,
+        background_facts=BACKGROUND,
+        prefills=prefills,
+    )
+    with database(result, "dedupe") as dsn:
         spaces = Namespaces(dsn)
         spaces.fresh(BACKGROUND)  # another tenant; ANALYZEs the table
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with psycopg.connect(dsn) as conn:
             threshold = float(
                 conn.execute("SELECT memory.setting('dedupe_threshold')").fetchone()[0]
             )
-            results["threshold"] = threshold
-            rows = []
-            for prefill in prefills:
-                rates: dict[str, list[float]] = {m: [] for m in METHODS}
-                stored: dict[str, set[int]] = {m: set() for m in METHODS}
-                for r in range(repeat):
-                    b = r % len(batches)
-                    # The same batch for every method of a round; their order rotates.
-                    for method in METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]:
-                        ns = spaces.fresh(prefill)
-                        t0 = time.perf_counter()
-                        if method == SAVE_FACTS:
-                            n = save_batch(conn, payloads[b], ns)[0]
-                        elif method == SAVE_FACT_LOOP:
-                            n = save_loop(conn, batches[b], ns)
-                        elif method == SEARCH_INSERT:
-                            n = search_then_insert(conn, batches[b], ns, threshold)
-                        else:
-                            n = plain_then_insert(conn, batches[b], ns, threshold)
-                        rates[method].append(BATCH / (time.perf_counter() - t0))
-                        stored[method].add(n)
-                speedups = {
-                    m: summary([a / b for a, b in zip(rates[SAVE_FACTS], rates[m], strict=True)])
-                    for m in METHODS
-                    if m != SAVE_FACTS
-                }
-                results["speedup"][str(prefill)] = speedups
-                for method in METHODS:
-                    s = summary(rates[method])
-                    results["single"][f"{method} prefill={prefill}"] = {
-                        "prefill": prefill,
-                        "method": method,
-                        "facts_per_s": s,
-                        "stored_of_100": sorted(stored[method]),
-                    }
-                    x = speedups.get(method)
-                    rows.append(
-                        (
-                            f"{prefill:,}",
-                            method,
-                            f"{s['median']:.0f}",
-                            f"{s['min']:.0f}..{s['max']:.0f}",
-                            ""
-                            if x is None
-                            else f"{x['median']:.1f} ({x['min']:.1f}..{x['max']:.1f})",
-                            "/".join(map(str, sorted(stored[method]))),
-                        )
-                    )
-        print(
-            f"\nOne writer, {BATCH} facts (LoCoMo turns, LocalEmbedder), threshold {threshold}; "
-            f"facts/s median of {repeat} (min..max)"
-        )
-        print(
-            table(
-                [
-                    "facts already in namespace",
-                    "method",
-                    "facts/s",
-                    "min..max",
-                    "save_facts speed-up",
-                    "stored of 100",
-                ],
-                rows,
-            )
-        )
-
-        rows = []
+        result["config"]["threshold"] = threshold
+        result["tables"]["single"] = [
+            row for p in prefills for row in single(dsn, spaces, batches, p, repeat, threshold)
+        ]
         scenarios = {
             f"{WRITERS} writers, {WRITERS} namespaces": lambda: [
-                (p, spaces.fresh()) for p in payloads
+                (b, spaces.fresh()) for b in batches
             ],
-            f"{WRITERS} writers, one namespace": lambda: _one_ns(payloads, spaces.fresh()),
-            f"{WRITERS} writers, one namespace, the same {BATCH} facts": lambda: _one_ns(
-                [payloads[0]] * WRITERS, spaces.fresh()
-            ),
+            f"{WRITERS} writers, one namespace": lambda: [
+                (b, ns) for ns in [spaces.fresh()] for b in batches
+            ],
+            f"{WRITERS} writers, one namespace, the same {BATCH} facts": lambda: [
+                (batches[0], ns) for ns in [spaces.fresh()] for _ in batches
+            ],
         }
+        result["tables"]["concurrent"] = []
         for name, make in scenarios.items():
-            rates_c, stored_c = [], set()
-            for _ in range(repeat):
-                jobs = make()
-                wall, saved = concurrent(dsn, jobs)
-                rates_c.append(WRITERS * BATCH / wall)
-                stored_c.add(saved)
-            s = summary(rates_c)
-            results["concurrent"][name] = {"facts_per_s": s, "stored": sorted(stored_c)}
-            rows.append(
-                (
-                    name,
-                    f"{s['median']:.0f}",
-                    f"{s['min']:.0f}..{s['max']:.0f}",
-                    "/".join(map(str, sorted(stored_c))),
-                )
+            runs = [concurrent(dsn, make()) for _ in range(repeat)]
+            result["tables"]["concurrent"].append(
+                {
+                    "scenario": name,
+                    "facts_per_s": stat([WRITERS * BATCH / wall for wall, _ in runs]),
+                    "stored": sorted({n for _, n in runs}),
+                }
             )
-        print(
-            f"\nConcurrent: {WRITERS} threads, one connection each, save_facts of {BATCH} facts "
-            f"each; facts offered per second of wall time, median of {repeat} (min..max)"
-        )
-        print(table(["scenario", "facts/s", "min..max", f"stored of {WRITERS * BATCH}"], rows))
-    for t in targets(results):
-        print(f"target {t['target']}: {'met' if t['met'] else 'MISSED'} ({t['measured']})")
-    name = "dedupe-quick" if args.quick else "dedupe"
-    write_results(name, results)
-    plot(results, RESULTS_DIR / f"{name}.png")
-
-
-def _one_ns(payloads: list[str], ns: dict) -> list[tuple[str, dict]]:
-    return [(p, ns) for p in payloads]
+    save(result, args.out)
 
 
 # ------------------------------------------------------------------ report
 
 
-def _single(results: dict[str, Any]) -> dict[int, dict[str, dict]]:
-    """{prefill: {method: entry}}; older result files keyed only by 'method prefill=N'."""
-    out: dict[int, dict[str, dict]] = {}
-    for key, v in results["single"].items():
-        method, _, pre = key.rpartition(" prefill=")
-        out.setdefault(int(v.get("prefill", pre)), {})[v.get("method", method)] = v
+def _single(r: Result) -> dict[int, dict[str, Row]]:
+    """{prefill: {method: row}}."""
+    out: dict[int, dict[str, Row]] = {}
+    for row in r["tables"]["single"]:
+        out.setdefault(row["prefill"], {})[row["method"]] = row
     return out
 
 
-def _loop_name(results: dict[str, Any]) -> str:
-    """The client-side loop of the target (older files: search, then save_fact)."""
-    methods = {m for by in _single(results).values() for m in by}
-    return SEARCH_INSERT if SEARCH_INSERT in methods else "search top-1, then save_fact (200 calls)"
-
-
-def _speedup(results: dict[str, Any], prefill: int, method: str) -> dict[str, float]:
-    """save_facts over `method`: the median of per-round ratios, or (older files without
-    them) the ratio of medians, min..max from the extremes."""
-    sp = results.get("speedup", {}).get(str(prefill), {}).get(method)
-    if sp:
-        return sp
-    by = _single(results)[prefill]
-    a, b = by[SAVE_FACTS]["facts_per_s"], by[method]["facts_per_s"]
-    return {
-        "median": a["median"] / b["median"],
-        "min": a["min"] / b["max"],
-        "max": a["max"] / b["min"],
-    }
-
-
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    loop = _loop_name(results)
+def targets(r: Result) -> list[dict[str, Any]]:
     out = []
-    for prefill, by in sorted(_single(results).items()):
-        if SAVE_FACTS not in by or loop not in by:
-            continue
-        x = _speedup(results, prefill, loop)
+    for prefill, by in _single(r).items():
+        x = by[SEARCH_INSERT]["speedup"]
         out.append(
             {
-                "target": f"save_facts of {results['batch']} facts ≥ {TARGET_SPEEDUP:g}{X} the "
+                "target": f"save_facts of {r['config']['batch']} facts ≥ {TARGET_SPEEDUP:g}{X} the "
                 f"client-side loop (search top-1, then insert), {prefill:,} facts in the namespace",
                 "measured": f"{x['median']:.1f}{X} ({x['min']:.1f}..{x['max']:.1f}): "
                 f"{by[SAVE_FACTS]['facts_per_s']['median']:.0f} vs "
-                f"{by[loop]['facts_per_s']['median']:.0f} facts/s",
+                f"{by[SEARCH_INSERT]['facts_per_s']['median']:.0f} facts/s",
                 "met": x["median"] >= TARGET_SPEEDUP,
             }
         )
     return out
 
 
-def _cell(s: dict[str, float], fmt: str = ".0f") -> str:
-    return f"{s['median']:{fmt}} ({s['min']:{fmt}}..{s['max']:{fmt}})"
-
-
-def markdown(results: dict[str, Any]) -> str:
-    r = results
-    quick = r.get("quick", False)
-    name = "dedupe-quick" if quick else "dedupe"
-    single = _single(r)
-    loop = _loop_name(r)
-    rows = []
-    for prefill, by in sorted(single.items()):
-        for method in [m for m in METHODS if m in by] + [m for m in by if m not in METHODS]:
-            v = by[method]
-            x = "" if method == SAVE_FACTS else f"{_cell(_speedup(r, prefill, method), '.1f')}"
-            label = f"**{method}**" if method in (SAVE_FACTS, loop) else method
-            rows.append(
-                (
-                    f"{prefill:,}",
-                    label,
-                    _cell(v["facts_per_s"]),
-                    x,
-                    "/".join(map(str, v["stored_of_100"])),
-                )
-            )
+def markdown(r: Result) -> str:
+    c = r["config"]
+    rows = [
+        (
+            f"{row['prefill']:,}",
+            f"**{row['method']}**"
+            if row["method"] in (SAVE_FACTS, SEARCH_INSERT)
+            else row["method"],
+            spread(row["facts_per_s"], ".0f"),
+            "" if row["speedup"] is None else spread(row["speedup"], ".1f"),
+            "/".join(map(str, row["stored_of_100"])),
+        )
+        for row in r["tables"]["single"]
+    ]
     conc = [
         (
-            k,
-            _cell(v["facts_per_s"]),
-            f"{'/'.join(map(str, v['stored']))} of {WRITERS * r['batch']}",
+            row["scenario"],
+            spread(row["facts_per_s"], ".0f"),
+            f"{'/'.join(map(str, row['stored']))} of {WRITERS * c['batch']}",
         )
-        for k, v in r["concurrent"].items()
+        for row in r["tables"]["concurrent"]
     ]
-    background = r.get("background_facts")
     out = [
         "## Saving with dedupe (bench/dedupe.py)",
         "",
-        f"{r['batch']} LoCoMo turns with their LocalEmbedder vectors per measurement, default "
-        f"threshold {r.get('threshold', 0.92)}, each measurement into a fresh namespace "
+        f"{c['batch']} LoCoMo turns with their LocalEmbedder vectors per measurement, default "
+        f"threshold {c['threshold']}, each measurement into a fresh namespace "
         "(saving the same facts twice would only find duplicates), optionally pre-filled "
         "with random unit vectors by COPY: 1,000 facts (under `exact_search_max_rows`: the "
-        "dedupe check is an exact scan) or 5,000 (over it: the HNSW index)"
-        + (
-            f"; the table also holds another tenant's {background:,} facts and is ANALYZEd "
-            "before the measurements."
-            if background
-            else "."
-        ),
+        "dedupe check is an exact scan) or 5,000 (over it: the HNSW index); the table also "
+        f"holds another tenant's {c['background_facts']:,} facts and is ANALYZEd before the "
+        "measurements.",
         "",
         "Methods, each on the same 100 facts in a round (their order rotating between rounds):",
         "",
@@ -454,7 +332,7 @@ def markdown(results: dict[str, Any]) -> str:
         "`WHERE namespace_id = $1 AND forgotten_at IS NULL ORDER BY embedding <=> $2 LIMIT 1` "
         "with pgvector's defaults, then the same INSERT.",
         "",
-        f"facts/s: median of {r['repeat']} (min..max). Speed-up: save_facts' rate over the "
+        f"facts/s: median of {c['repeat']} (min..max). Speed-up: save_facts' rate over the "
         "method's, per round (the same facts), then the median (min..max) of the rounds.",
         "",
         table(
@@ -469,55 +347,39 @@ def markdown(results: dict[str, Any]) -> str:
         ),
         "",
         f"{WRITERS} concurrent writers (threads, one connection each, one save_facts of "
-        f"{r['batch']} facts each, all released at once; facts offered per second of wall "
-        f"time, median of {r['repeat']} (min..max)):",
+        f"{c['batch']} facts each, all released at once; facts offered per second of wall "
+        f"time, median of {c['repeat']} (min..max)):",
         "",
         table(["scenario", "facts/s", "stored"], conc),
         "",
         f"![save_facts against client-side loops, and {WRITERS} writers]"
-        f"(../bench/results/{name}.png)",
+        f"(../bench/results/dedupe{'-quick' if r['quick'] else ''}.png)",
         "",
-        *_notes(r),
-        "",
-        f"Reproduce: `.venv/bin/python -m bench.dedupe{' --quick' if quick else ''}` "
-        "(`--repeat N`).",
-    ]
-    return "\n".join(out)
-
-
-def _notes(r: dict[str, Any]) -> list[str]:
-    single = _single(r)
-    loop = _loop_name(r)
-    out = [
         "Writers of one namespace serialize on its lock, so 8 writers saving the same 100 "
         "facts store each once; the few refusals among 800 distinct turns are real "
         "near-duplicates at cosine ≥ the threshold (in one namespace more turns meet each "
         "other).",
+        "",
+        "What bounds the speed-up: both save_facts and the loop pay, per fact, the "
+        "nearest-neighbour check and the insert with its HNSW and GIN entries; the loop "
+        "adds two round trips per fact, a commit (a WAL flush) per insert and "
+        "`search_facts`' per-call work (namespace resolution, option parsing, the query's "
+        "lexemes, a 40-deep list for k = 1). That overhead is fixed while the check grows "
+        "with the namespace, so the speed-up shrinks as the namespace grows: "
+        + ", ".join(
+            f"{by[SEARCH_INSERT]['speedup']['median']:.1f}{X} at {p:,} facts"
+            for p, by in _single(r).items()
+        )
+        + ".",
     ]
-    xs = {p: _speedup(r, p, loop)["median"] for p, by in single.items() if loop in by}
-    if xs:
-        out += [
-            "",
-            "What bounds the speed-up: both save_facts and the loop pay, per fact, the "
-            "nearest-neighbour check and the insert with its HNSW and GIN entries; the loop "
-            "adds two round trips per fact, a commit (a WAL flush) per insert and "
-            "`search_facts`' per-call "
-            "work (namespace resolution, option parsing, the query's lexemes, a 40-deep "
-            "list for k = 1). That overhead is fixed while the check grows with the "
-            "namespace, so the speed-up shrinks as the namespace grows: "
-            + ", ".join(f"{x:.1f}{X} at {p:,} facts" for p, x in sorted(xs.items()))
-            + ".",
-        ]
     slower = {
-        p: _speedup(r, p, PLAIN_LOOP)["median"]
-        for p, by in single.items()
-        if PLAIN_LOOP in by and _speedup(r, p, PLAIN_LOOP)["median"] < 1
+        p: x for p, by in _single(r).items() if (x := by[PLAIN_LOOP]["speedup"]["median"]) < 1
     }
     if slower:
         out += [
             "",
             "The plain SQL loop beats save_facts at "
-            + ", ".join(f"{p:,} facts ({x:.1f}{X})" for p, x in sorted(slower.items()))
+            + ", ".join(f"{p:,} facts ({x:.1f}{X})" for p, x in slower.items())
             + ": its top-1 query walks the HNSW index with pgvector's defaults "
             "(`hnsw.ef_search` 40, no iterative scan), where save_facts' check is an exact "
             "scan up to `exact_search_max_rows` (2,000 facts) and an HNSW scan with "
@@ -525,37 +387,28 @@ def _notes(r: dict[str, Any]) -> list[str]:
             "HNSW scan with pgvector's defaults can miss the nearest fact or return no row "
             "at all (bench/search.py).",
         ]
-    return out
+    out += [
+        "",
+        f"Reproduce: `.venv/bin/python -m bench.dedupe{' --quick' if r['quick'] else ''}` "
+        "(`--repeat N`).",
+    ]
+    return "\n".join(out)
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
+def figure(plt: Any, r: Result) -> Any:
     """facts/s by method and namespace size, and the concurrent scenarios."""
-    plt = pyplot()
-    if plt is None:
-        return
     from matplotlib.ticker import FormatStrFormatter
 
-    single = _single(results)
-    prefills = sorted(single)
-    methods = [m for m in METHODS if any(m in single[p] for p in prefills)] + sorted(
-        {m for p in prefills for m in single[p]} - set(METHODS)
-    )
+    single = _single(r)
+    prefills = list(single)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 2]})
-    width = 0.8 / len(methods)
-    for i, m in enumerate(methods):
-        stats = [single[p].get(m, {}).get("facts_per_s") for p in prefills]
-        xs = [j + i * width for j, s in enumerate(stats) if s]
-        ss = [s for s in stats if s]
-        ax.bar(
-            xs,
-            [s["median"] for s in ss],
-            width,
-            yerr=[[s["median"] - s["min"] for s in ss], [s["max"] - s["median"] for s in ss]],
-            capsize=2,
-            label=m,
-        )
+    width = 0.8 / len(METHODS)
+    for i, m in enumerate(METHODS):
+        stats = [single[p][m]["facts_per_s"] for p in prefills]
+        xs = [j + i * width for j in range(len(prefills))]
+        ax.bar(xs, medians(stats), width, yerr=error_bars(stats), capsize=2, label=m)
     ax.set_xticks(
-        [j + width * (len(methods) - 1) / 2 for j in range(len(prefills))],
+        [j + width * (len(METHODS) - 1) / 2 for j in range(len(prefills))],
         [f"{p:,} facts" for p in prefills],
     )
     ax.set_xlabel("facts already in the namespace")
@@ -564,26 +417,24 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_ylabel("facts/s (median, min..max; log scale)")
-    ax.set_title(f"One writer, {results['batch']} facts")
+    ax.set_title(f"One writer, {r['config']['batch']} facts")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
-    conc = results["concurrent"]
-    labels = ["1 writer (save_facts,\nempty namespace)"] + [k.replace(", ", ",\n", 1) for k in conc]
-    first = single[prefills[0]][SAVE_FACTS]["facts_per_s"]
-    stats = [first] + [v["facts_per_s"] for v in conc.values()]
+    conc = r["tables"]["concurrent"]
+    labels = ["1 writer (save_facts,\nempty namespace)"]
+    labels += [row["scenario"].replace(", ", ",\n", 1) for row in conc]
+    stats = [single[prefills[0]][SAVE_FACTS]["facts_per_s"]] + [row["facts_per_s"] for row in conc]
     y = list(range(len(stats)))[::-1]
-    ax2.barh(
-        y,
-        [s["median"] for s in stats],
-        xerr=[[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]],
-        capsize=3,
-        color=["#9bb7d4"] + ["#d9822b"] * len(conc),
-    )
+    colors = ["#9bb7d4"] + ["#d9822b"] * len(conc)
+    ax2.barh(y, medians(stats), xerr=error_bars(stats), capsize=3, color=colors)
     ax2.set_yticks(y, labels, fontsize=8)
     ax2.set_xlabel("facts offered per second of wall time")
     ax2.set_title(f"{WRITERS} concurrent writers, save_facts")
     ax2.grid(True, axis="x", alpha=0.3)
-    save_figure(fig, path)
+    return fig
+
+
+FIGURES = {"": figure}
 
 
 if __name__ == "__main__":

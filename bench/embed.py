@@ -20,44 +20,33 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import re
 import statistics
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from bench._common import (
-    LOCOMO_DIR,
     ORG,
-    RESULTS_DIR,
-    create_database,
-    embedded_server,
-    pyplot,
-    save_figure,
-    server_versions,
-    summary,
+    Result,
+    Row,
+    database,
+    error_bars,
+    locomo_turns,
+    medians,
+    new_result,
+    options,
+    save,
+    spread,
+    stat,
     table,
-    write_results,
+    timed,
 )
 
 X = "\N{MULTIPLICATION SIGN}"
 TARGET_RATIO = 0.9  # embed_pending >= 0.9x the raw embedder's throughput
 OWNER = "00000000-0000-0000-0000-0000000000e1"
-
-
-def locomo_turns(n: int) -> list[str]:
-    texts: list[str] = []
-    for path in sorted(LOCOMO_DIR.glob("conv-*.json")):
-        conv = json.loads(path.read_text())
-        sessions = sorted(
-            (k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])
-        )
-        texts += [f"{t['speaker']}: {t['text']}" for s in sessions for t in conv[s]]
-    return texts[:n]
+PARTS = ("claim", "embed", "write", "other")  # embed_pending's time, ms per text
 
 
 class _TimedSource:
@@ -68,11 +57,11 @@ class _TimedSource:
         self.seconds = {"claim": 0.0, "write": 0.0}
 
     def execute(self, claims: str | None, call: Any) -> Any:
-        kind = "claim" if "pending_embeddings" in call.sql else "write"
         t0 = time.perf_counter()
         try:
             return self.inner.execute(claims, call)
         finally:
+            kind = "claim" if "pending_embeddings" in call.sql else "write"
             self.seconds[kind] += time.perf_counter() - t0
 
     def close(self) -> None:
@@ -82,37 +71,33 @@ class _TimedSource:
 class _TimedEmbedder:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.model = inner.model
-        self.dimensions = inner.dimensions
+        self.model, self.dimensions = inner.model, inner.dimensions
         self.seconds = 0.0
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        t0 = time.perf_counter()
-        try:
-            return self.inner.embed(texts)
-        finally:
-            self.seconds += time.perf_counter() - t0
+        vectors, seconds = timed(self.inner.embed, texts)
+        self.seconds += seconds
+        return vectors
 
 
-def raw_throughput(texts: list[str], threads: str, repeat: int) -> tuple[dict, tuple]:
+def _embedder(threads: str) -> Any:
     from pgmemory.embedders import LocalEmbedder
 
-    embedder = LocalEmbedder(threads=None if threads == "default" else int(threads))
-    t0 = time.perf_counter()
-    embedder.embed(["warm up"])
-    load_s = time.perf_counter() - t0
+    return LocalEmbedder(threads=None if threads == "default" else int(threads))
+
+
+def raw_throughput(texts: list[str], threads: str, repeat: int) -> Row:
+    embedder = _embedder(threads)
+    _, load_s = timed(embedder.embed, ["warm up"])
     rates = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        vectors = embedder.embed(texts)
-        rates.append(len(texts) / (time.perf_counter() - t0))
+        vectors, seconds = timed(embedder.embed, texts)
+        rates.append(len(texts) / seconds)
         assert len(vectors) == len(texts) and len(vectors[0]) == 384
-    s = summary(rates)
-    row = (threads, f"{s['median']:.0f}", f"{s['min']:.0f}..{s['max']:.0f}", f"{load_s:.2f}")
-    return {"load_s": load_s, "sentences_per_s": s}, row
+    return {"threads": threads, "load_s": load_s, "sentences_per_s": stat(rates)}
 
 
-def pipeline(texts: list[str], batch: int, rounds: int, threads: str = "default") -> dict[str, Any]:
+def pipeline(result: Result, texts: list[str], batch: int, rounds: int, threads: str) -> Row:
     """embed_pending against the raw embedder on the same texts, interleaved rounds."""
     import numpy as np
     import psycopg
@@ -120,73 +105,52 @@ def pipeline(texts: list[str], batch: int, rounds: int, threads: str = "default"
 
     from pgmemory import Memory
     from pgmemory.calls import _json_vector
-    from pgmemory.embedders import LocalEmbedder
 
-    embedder = LocalEmbedder(threads=None if threads == "default" else int(threads))
+    embedder = _embedder(threads)
     embedder.embed(["warm up"])
     half = len(texts) // 2
     facts, messages = texts[:half], texts[half:]
-    ns = {"scope": "user", "owner_id": OWNER}
-    raw_rates: list[float] = []
-    pipe_rates: list[float] = []
-    ratios: list[float] = []
-    parts: dict[str, list[float]] = {"claim": [], "embed": [], "write": [], "other": []}
-    encode_ms: list[float] = []
-    floor_ms: list[float] = []
-    with embedded_server("embed") as srv:
-        dsn = create_database(srv, "embed")
-        versions = server_versions(dsn)
+    samples: dict[str, list[float]] = {}
+    with database(result, "embed") as dsn:
         admin = psycopg.connect(dsn, autocommit=True)
         register_vector(admin)
         filler = Memory(dsn, service=True)  # no embedder: everything is saved pending
 
         def fill() -> None:
             admin.execute("TRUNCATE memory.facts, memory.messages")
+            ns = {"scope": "user", "owner_id": OWNER}
             for i in range(0, len(facts), 1000):
                 saved = filler.archival.save_extracted(ORG, facts[i : i + 1000], ns)
                 assert all(s.id is not None for s in saved), "a LoCoMo turn was refused"
             for i, text in enumerate(messages):
-                filler.recall.index(
-                    ORG,
-                    {
-                        "id": f"m{i}",
-                        "chat_id": "c",
-                        "owner_id": OWNER,
-                        "role": "user",
-                        "content": text,
-                    },
-                )
+                message = {"id": f"m{i}", "chat_id": "c", "owner_id": OWNER, "role": "user"}
+                filler.recall.index(ORG, {**message, "content": text})
             admin.execute("ANALYZE memory.facts, memory.messages")
 
-        def raw_round() -> float:
+        def raw_round() -> dict[str, float]:
             t0 = time.perf_counter()
             for i in range(0, len(texts), batch):
                 embedder.embed(texts[i : i + batch])
-            return len(texts) / (time.perf_counter() - t0)
+            return {"raw_texts_per_s": len(texts) / (time.perf_counter() - t0)}
 
-        def pipeline_round() -> tuple[float, dict[str, float]]:
-            timed = _TimedEmbedder(embedder)
-            mem = Memory(dsn, embedder=timed, service=True)  # type: ignore[arg-type]
-            source = _TimedSource(mem._source)
-            mem._source = source  # type: ignore[assignment]
-            t0 = time.perf_counter()
-            written = mem.embed_pending(batch=batch)
-            total = time.perf_counter() - t0
+        def pipeline_round() -> dict[str, float]:
+            embed = _TimedEmbedder(embedder)
+            mem = Memory(dsn, embedder=embed, service=True)  # type: ignore[arg-type]
+            source = mem._source = _TimedSource(mem._source)  # type: ignore[assignment]
+            written, total = timed(mem.embed_pending, batch)
             mem.close()
             assert written == len(texts), written
-            split = {
-                "claim": source.seconds["claim"],
-                "embed": timed.seconds,
-                "write": source.seconds["write"],
-            }
+            split = {"claim": source.seconds["claim"], "embed": embed.seconds}
+            split["write"] = source.seconds["write"]
             # The writes run in a second thread, overlapping the embedding: what the main
             # thread spends beyond claiming and embedding is waiting for them (and the loop).
             split["other"] = max(0.0, total - split["claim"] - split["embed"])
-            return len(texts) / total, {k: 1000 * v / len(texts) for k, v in split.items()}
+            ms = {f"{k}_ms": 1000 * v / len(texts) for k, v in split.items()}
+            return {"pipeline_texts_per_s": len(texts) / total, **ms}
 
         vectors = dict(zip(texts, embedder.embed(texts), strict=True))
 
-        def floor_round() -> tuple[float, float]:
+        def floor_round() -> dict[str, float]:
             """The write without the JSON transport: plain UPDATEs with binary vectors;
             and the client's JSON encoding of the same vectors alone."""
             pending = admin.execute(
@@ -208,52 +172,34 @@ def pipeline(texts: list[str], batch: int, rounds: int, threads: str = "default"
             t0 = time.perf_counter()
             for i in range(0, len(texts), batch):
                 json.dumps([_json_vector(vectors[t]) for t in texts[i : i + batch]])
-            return floor, 1000 * (time.perf_counter() - t0) / len(texts)
+            encode = 1000 * (time.perf_counter() - t0) / len(texts)
+            return {"write_floor_ms": floor, "json_encode_ms": encode}
 
         for r in range(rounds):
             fill()
-            if r % 2 == 0:
-                raw = raw_round()
-                rate, split = pipeline_round()
-            else:
-                rate, split = pipeline_round()
-                raw = raw_round()
+            first, second = (raw_round, pipeline_round)[:: 1 if r % 2 == 0 else -1]
+            got = {**first(), **second()}
             fill()
-            floor, encode = floor_round()
-            raw_rates.append(raw)
-            pipe_rates.append(rate)
-            ratios.append(rate / raw)
-            for k, v in split.items():
-                parts[k].append(v)
-            floor_ms.append(floor)
-            encode_ms.append(encode)
+            got |= floor_round()
+            got["ratio"] = got["pipeline_texts_per_s"] / got["raw_texts_per_s"]
+            for k, v in got.items():
+                samples.setdefault(k, []).append(v)
             print(
-                f"round {r + 1}: raw {raw:.0f} texts/s, embed_pending {rate:.0f} texts/s "
-                f"(ratio {rate / raw:.3f}); ms per text: "
-                + ", ".join(f"{k} {v:.2f}" for k, v in split.items())
-                + f"; write floor {floor:.2f}, JSON encoding {encode:.2f}"
+                f"round {r + 1}: raw {got['raw_texts_per_s']:.0f} texts/s, embed_pending "
+                f"{got['pipeline_texts_per_s']:.0f} texts/s (ratio {got['ratio']:.3f}); ms per "
+                "text: " + ", ".join(f"{k} {got[k + '_ms']:.2f}" for k in PARTS) + "; write "
+                f"floor {got['write_floor_ms']:.2f}, JSON encoding {got['json_encode_ms']:.2f}"
             )
         admin.close()
         filler.close()
-    return {
-        "batch": batch,
-        "texts": len(texts),
-        "facts": len(facts),
-        "messages": len(messages),
-        "rounds": rounds,
-        "threads": threads,
-        "raw_texts_per_s": summary(raw_rates),
-        "pipeline_texts_per_s": summary(pipe_rates),
-        "ratio": summary(ratios),
-        "ms_per_text": {k: summary(v) for k, v in parts.items()},
-        "write_floor_ms_per_text": summary(floor_ms),
-        "json_encode_ms_per_text": summary(encode_ms),
-        "versions": versions,
+    sizes = {"facts": len(facts), "messages": len(messages), "rounds": rounds}
+    return {"threads": threads, "batch": batch, "texts": len(texts), **sizes} | {
+        k: stat(v) for k, v in samples.items()
     }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = options(__doc__, "500 texts, 3 repeats, default threads")
     ap.add_argument("--n", type=int, help="texts (default 1000; --quick: 500)")
     ap.add_argument(
         "--repeat", type=int, help="repeats and pipeline rounds (default 5; --quick: 3)"
@@ -264,12 +210,10 @@ def main() -> None:
         default="default,1",
         help="comma-separated onnxruntime intra-op thread counts ('default': one per core)",
     )
-    ap.add_argument("--quick", action="store_true", help="500 texts, 3 repeats, default threads")
     args = ap.parse_args()
     n = args.n or (500 if args.quick else 1000)
     repeat = args.repeat or (3 if args.quick else 5)
-    if args.quick:
-        args.threads = "default"
+    threads = ["default"] if args.quick else args.threads.split(",")
 
     from tokenizers import Tokenizer
 
@@ -279,246 +223,183 @@ def main() -> None:
     tok = Tokenizer.from_str(_tokenizer_json())
     tok.no_padding()
     lengths = [len(e.ids) for e in tok.encode_batch(texts)]
-    print(
-        f"{len(texts)} LoCoMo turns, word pieces per text: median {statistics.median(lengths):.0f}, "
-        f"max {max(lengths)}, total {sum(lengths):,}"
+    result = new_result(
+        "embed",
+        args.quick,
+        texts=len(texts),
+        tokens_median=statistics.median(lengths),
+        tokens_max=max(lengths),
+        tokens_total=sum(lengths),
+        repeat=repeat,
+        batch=args.batch,
+        threads=threads,
     )
-    results: dict[str, Any] = {
-        "quick": args.quick,
-        "loadavg_before": os.getloadavg(),
-        "texts": len(texts),
-        "tokens_median": statistics.median(lengths),
-        "tokens_max": max(lengths),
-        "tokens_total": sum(lengths),
-        "repeat": repeat,
-        "runs": {},
-    }
-    rows = []
-    for setting in args.threads.split(","):
-        results["runs"][setting], row = raw_throughput(texts, setting, repeat)
-        rows.append(row)
-    print(table(["onnxruntime threads", "sentences/s (median)", "min..max", "model load s"], rows))
-
-    p = pipeline(texts, args.batch, repeat)
-    results["versions"] = p.pop("versions")
-    results["pipeline"] = p
-    print()
-    print(pipeline_table(p))
-    print()
-    print(breakdown_table(p))
-    # The same with onnxruntime on one thread: a core left to the database, as when the
+    print(f"{len(texts)} LoCoMo turns, {sum(lengths):,} word pieces")
+    tables = result["tables"]
+    tables["raw"] = [raw_throughput(texts, t, repeat) for t in threads]
+    # Then with onnxruntime on one thread: a core left to the database, as when the
     # embedder and the database do not share a 2-core machine.
-    results["pipeline_by_threads"] = {}
-    for setting in args.threads.split(","):
-        if setting != "default":
-            q = pipeline(texts, args.batch, repeat, setting)
-            q.pop("versions")
-            results["pipeline_by_threads"][setting] = q
-            print(f"\nonnxruntime threads {setting}:")
-            print(pipeline_table(q))
-    for t in targets(results):
-        print(f"target {t['target']}: {'met' if t['met'] else 'MISSED'} ({t['measured']})")
-    name = "embed-quick" if args.quick else "embed"
-    write_results(name, results)
-    plot(results, RESULTS_DIR / f"{name}.png")
+    threads = ["default", *(t for t in threads if t != "default")]
+    tables["pipeline"] = [pipeline(result, texts, args.batch, repeat, t) for t in threads]
+    save(result, args.out)
 
 
-# ------------------------------------------------------------------ report
-
-
-def _spread(s: dict[str, float], fmt: str = ".0f") -> str:
-    return f"{s['median']:{fmt}} ({s['min']:{fmt}}..{s['max']:{fmt}})"
-
-
-def pipeline_table(p: dict[str, Any]) -> str:
+def pipeline_table(p: Row) -> str:
     return table(
         ["", "texts/s, median (min..max)"],
         [
             (
                 f"raw `LocalEmbedder.embed`, batches of {p['batch']}",
-                _spread(p["raw_texts_per_s"]),
+                spread(p["raw_texts_per_s"], ".0f"),
             ),
-            (f"`Memory.embed_pending(batch={p['batch']})`", _spread(p["pipeline_texts_per_s"])),
-            ("ratio embed_pending / raw (per round)", _spread(p["ratio"], ".3f")),
+            (
+                f"`Memory.embed_pending(batch={p['batch']})`",
+                spread(p["pipeline_texts_per_s"], ".0f"),
+            ),
+            ("ratio embed_pending / raw (per round)", spread(p["ratio"], ".3f")),
         ],
     )
 
 
-def breakdown_table(p: dict[str, Any]) -> str:
-    parts = p["ms_per_text"]
+def breakdown_table(p: Row) -> str:
     labels = {
         "claim": "claim: `memory.pending_embeddings`",
         "embed": "embed: `LocalEmbedder.embed`",
         "write": "write: `memory.set_memory_embeddings` (JSON encoding, transfer, validation, "
         "UPDATE, HNSW insert), in a second thread while the next batch is embedded",
         "other": "waiting for a write, and the loop",
+        "json_encode": "for comparison: the JSON encoding of the vectors alone (client)",
+        "write_floor": "for comparison: plain `UPDATE … FROM unnest(ids, vectors::vector[])`, "
+        "binary vectors, same rows and indexes",
     }
     # Shares of the wall time: the writes overlap the embedding, so they are not added.
-    total = sum(parts[k]["median"] for k in ("claim", "embed", "other"))
+    total = sum(p[f"{k}_ms"]["median"] for k in ("claim", "embed", "other"))
     rows = [
-        (labels[k], _spread(parts[k], ".3f"), f"{parts[k]['median'] / total:.0%}") for k in labels
-    ]
-    rows += [
         (
-            "for comparison: the JSON encoding of the vectors alone (client)",
-            _spread(p["json_encode_ms_per_text"], ".3f"),
-            "",
-        ),
-        (
-            "for comparison: plain `UPDATE … FROM unnest(ids, vectors::vector[])`, binary "
-            "vectors, same rows and indexes",
-            _spread(p["write_floor_ms_per_text"], ".3f"),
-            "",
-        ),
+            label,
+            spread(p[f"{k}_ms"], ".3f"),
+            f"{p[f'{k}_ms']['median'] / total:.0%}" if k in PARTS else "",
+        )
+        for k, label in labels.items()
     ]
     return table(
         ["embed_pending's time, per text", "ms, median (min..max)", "share of wall time"], rows
     )
 
 
-def _write_note(p: dict[str, Any]) -> str:
-    parts = p["ms_per_text"]
-    write, floor = parts["write"]["median"], p["write_floor_ms_per_text"]["median"]
-    encode = p["json_encode_ms_per_text"]["median"]
-    return (
-        f"The write takes {write:.2f} ms per text: the same rows written as binary vectors "
-        f"by a plain UPDATE take {floor:.2f} ms (the UPDATE with its HNSW insert), so the "
-        f"vectors' JSON transport adds {max(write - floor, 0):.2f} ms (the client's "
-        f"encoding alone: {encode:.2f} ms). `embed_pending` writes a batch in a second "
-        "thread while it embeds the next; with onnxruntime's default threads the embedder "
-        "already uses both cores of this machine, so the database's work for the write "
-        "still takes CPU from it."
-    )
-
-
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    p = results.get("pipeline")
+def targets(r: Result) -> list[dict[str, Any]]:
     target = f"embed_pending ≥ {TARGET_RATIO}{X} raw embedder throughput"
-    if not p:
-        return [
-            {
-                "target": target,
-                "measured": "not measured (no pipeline run in this result file)",
-                "met": False,
-            }
-        ]
-    out = []
-    for threads, q in [("default", p), *results.get("pipeline_by_threads", {}).items()]:
-        ratio = q["ratio"]
-        out.append(
-            {
-                "target": target
-                + (
-                    ""
-                    if threads == "default"
-                    else f", onnxruntime on {threads} thread (a core left to the database)"
-                ),
-                "measured": f"{ratio['median']:.2f}{X} ({ratio['min']:.2f}..{ratio['max']:.2f}; "
-                f"{q['pipeline_texts_per_s']['median']:.0f} vs "
-                f"{q['raw_texts_per_s']['median']:.0f} texts/s, batches of {q['batch']})",
-                "met": ratio["median"] >= TARGET_RATIO,
-            }
-        )
-    return out
+    return [
+        {
+            "target": target
+            + (
+                ""
+                if p["threads"] == "default"
+                else f", onnxruntime on {p['threads']} thread (a core left to the database)"
+            ),
+            "measured": f"{p['ratio']['median']:.2f}{X} ({p['ratio']['min']:.2f}..{p['ratio']['max']:.2f}; "
+            f"{p['pipeline_texts_per_s']['median']:.0f} vs "
+            f"{p['raw_texts_per_s']['median']:.0f} texts/s, batches of {p['batch']})",
+            "met": p["ratio"]["median"] >= TARGET_RATIO,
+        }
+        for p in r["tables"]["pipeline"]
+    ]
 
 
-def markdown(results: dict[str, Any]) -> str:
-    r = results
-    quick = r.get("quick", False)
-    name = "embed-quick" if quick else "embed"
+def markdown(r: Result) -> str:
+    c = r["config"]
+    p, *others = r["tables"]["pipeline"]
+    write, floor = p["write_ms"]["median"], p["write_floor_ms"]["median"]
     out = [
         "## Embedding (bench/embed.py)",
         "",
-        f"{r['texts']:,} LoCoMo turns (`speaker: text`; median {r['tokens_median']:.0f} word "
-        f"pieces{', max ' + str(r['tokens_max']) if 'tokens_max' in r else ''}, "
-        f"{r['tokens_total']:,} in all) through `LocalEmbedder` (all-MiniLM-L6-v2, int8 ONNX "
-        "on onnxruntime).",
+        f"{c['texts']:,} LoCoMo turns (`speaker: text`; median {c['tokens_median']:.0f} word "
+        f"pieces, max {c['tokens_max']}, {c['tokens_total']:,} in all) through `LocalEmbedder` "
+        "(all-MiniLM-L6-v2, int8 ONNX on onnxruntime).",
         "",
         "### Raw throughput",
         "",
-        f"One `embed` call with all {r['texts']:,} texts (the embedder sorts them by length "
-        f"and runs batches of 64), {r['repeat']} repeats; the model loads once, timed apart.",
+        f"One `embed` call with all {c['texts']:,} texts (the embedder sorts them by length "
+        f"and runs batches of 64), {c['repeat']} repeats; the model loads once, timed apart.",
         "",
         table(
             ["onnxruntime threads", "sentences/s, median", "min..max", "model load, s"],
             [
                 (
-                    "default (one per core)" if k == "default" else k,
-                    f"{v['sentences_per_s']['median']:.0f}",
-                    f"{v['sentences_per_s']['min']:.0f}..{v['sentences_per_s']['max']:.0f}",
-                    f"{v['load_s']:.2f}",
+                    "default (one per core)" if row["threads"] == "default" else row["threads"],
+                    f"{row['sentences_per_s']['median']:.0f}",
+                    f"{row['sentences_per_s']['min']:.0f}..{row['sentences_per_s']['max']:.0f}",
+                    f"{row['load_s']:.2f}",
                 )
-                for k, v in r["runs"].items()
+                for row in r["tables"]["raw"]
             ],
         ),
+        "",
+        "### The pipeline: embed_pending against the raw embedder",
+        "",
+        f"The same texts saved without embeddings — {p['facts']:,} as facts "
+        f"(`archival.save_extracted`), {p['messages']:,} as messages (`recall.index`) — "
+        f"then `Memory(dsn, embedder, service=True).embed_pending(batch={p['batch']})`: "
+        "per batch `memory.pending_embeddings` leases the rows (claim), one embedder "
+        "call embeds their texts, one `memory.set_memory_embeddings` writes the vectors "
+        "back (sent as JSON, validated, then an UPDATE that also inserts into the HNSW "
+        f"index). Against it, the raw embedder on the same texts in batches of "
+        f"{p['batch']}. {p['rounds']} rounds; in each, raw and pipeline run back to back, "
+        "their order alternating between rounds, and the tables are refilled before "
+        "each; the ratio is taken per round, then its median. Thin timers around the "
+        "client's connection source and embedder split the pipeline's time.",
+        "",
+        pipeline_table(p),
+        "",
+        breakdown_table(p),
+        "",
+        f"![embed_pending against the raw embedder](../bench/results/{r['bench']}"
+        f"{'-quick' if r['quick'] else ''}.png)",
+        "",
+        f"The write takes {write:.2f} ms per text: the same rows written as binary vectors "
+        f"by a plain UPDATE take {floor:.2f} ms (the UPDATE with its HNSW insert), so the "
+        f"vectors' JSON transport adds {max(write - floor, 0):.2f} ms (the client's "
+        f"encoding alone: {p['json_encode_ms']['median']:.2f} ms). `embed_pending` writes a "
+        "batch in a second thread while it embeds the next; with onnxruntime's default "
+        "threads the embedder already uses both cores of this machine, so the database's "
+        "work for the write still takes CPU from it.",
     ]
-    p = r.get("pipeline")
-    if p:
+    for q in others:
         out += [
             "",
-            "### The pipeline: embed_pending against the raw embedder",
+            f"The same with onnxruntime on {q['threads']} thread, which leaves a core to the "
+            "database (as when they do not share a 2-core machine): `embed_pending` "
+            "writes a batch while it embeds the next, so the write costs the "
+            "embedder nothing when the database has a core of its own.",
             "",
-            f"The same texts saved without embeddings — {p['facts']:,} as facts "
-            f"(`archival.save_extracted`), {p['messages']:,} as messages (`recall.index`) — "
-            f"then `Memory(dsn, embedder, service=True).embed_pending(batch={p['batch']})`: "
-            "per batch `memory.pending_embeddings` leases the rows (claim), one embedder "
-            "call embeds their texts, one `memory.set_memory_embeddings` writes the vectors "
-            "back (sent as JSON, validated, then an UPDATE that also inserts into the HNSW "
-            f"index). Against it, the raw embedder on the same texts in batches of "
-            f"{p['batch']}. {p['rounds']} rounds; in each, raw and pipeline run back to back, "
-            "their order alternating between rounds, and the tables are refilled before "
-            "each; the ratio is taken per round, then its median. Thin timers around the "
-            "client's connection source and embedder split the pipeline's time.",
-            "",
-            pipeline_table(p),
-            "",
-            breakdown_table(p),
-            "",
-            f"![embed_pending against the raw embedder](../bench/results/{name}.png)",
-            "",
-            _write_note(p),
+            pipeline_table(q),
         ]
-        for threads, q in r.get("pipeline_by_threads", {}).items():
-            out += [
-                "",
-                f"The same with onnxruntime on {threads} thread, which leaves a core to the "
-                "database (as when they do not share a 2-core machine): `embed_pending` "
-                "writes a batch while it embeds the next, so the write costs the "
-                "embedder nothing when the database has a core of its own.",
-                "",
-                pipeline_table(q),
-            ]
     out += [
         "",
-        f"Reproduce: `.venv/bin/python -m bench.embed{' --quick' if quick else ''}` "
+        f"Reproduce: `.venv/bin/python -m bench.embed{' --quick' if r['quick'] else ''}` "
         "(`--n`, `--repeat`, `--batch`, `--threads`).",
     ]
     return "\n".join(out)
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
+def figure(plt: Any, r: Result) -> Any:
     """texts/s: raw embedder (one call, batches of the pipeline's size) and embed_pending;
     and the pipeline's time per text split into its parts."""
-    p = results.get("pipeline")
-    plt = pyplot()
-    if plt is None:
-        return
-    if not p:
-        return
-    default = results["runs"].get("default", {}).get("sentences_per_s")
-    bars = []
-    if default:
-        bars.append(("raw, one call\n(batches of 64)", default))
+    p = r["tables"]["pipeline"][0]
+    bars = [
+        ("raw, one call\n(batches of 64)", row["sentences_per_s"])
+        for row in r["tables"]["raw"]
+        if row["threads"] == "default"
+    ]
     bars += [
         (f"raw, batches\nof {p['batch']}", p["raw_texts_per_s"]),
         (f"embed_pending\n(batch {p['batch']})", p["pipeline_texts_per_s"]),
     ]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [3, 2]})
-    med = [s["median"] for _, s in bars]
-    err = [[s["median"] - s["min"] for _, s in bars], [s["max"] - s["median"] for _, s in bars]]
+    stats = [s for _, s in bars]
     colors = ["#9bb7d4"] * (len(bars) - 1) + ["#d9822b"]
-    ax.bar([b[0] for b in bars], med, yerr=err, capsize=4, color=colors)
-    for i, m in enumerate(med):
+    ax.bar([b[0] for b in bars], medians(stats), yerr=error_bars(stats), capsize=4, color=colors)
+    for i, m in enumerate(medians(stats)):
         ax.text(i, m / 2, f"{m:.0f}", ha="center", va="center", fontsize=9)
     raw = p["raw_texts_per_s"]["median"]
     ax.axhline(TARGET_RATIO * raw, color="grey", linestyle="--", linewidth=1)
@@ -526,29 +407,23 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("texts/s (median, min..max)")
     ax.set_title(f"{p['texts']:,} LoCoMo turns, {p['rounds']} rounds")
     ax.grid(True, axis="y", alpha=0.3)
-    parts = p["ms_per_text"]
     over = [
-        ("claim\n(pending_embeddings)", parts["claim"], "#6a994e"),
-        ("write\n(set_memory_embeddings)", parts["write"], "#d9822b"),
-        ("  of it: JSON\nencoding (client)", p["json_encode_ms_per_text"], "#f2c49b"),
-        ("plain UPDATE,\nbinary vectors", p["write_floor_ms_per_text"], "#9bb7d4"),
+        ("claim\n(pending_embeddings)", p["claim_ms"], "#6a994e"),
+        ("write\n(set_memory_embeddings)", p["write_ms"], "#d9822b"),
+        ("  of it: JSON\nencoding (client)", p["json_encode_ms"], "#f2c49b"),
+        ("plain UPDATE,\nbinary vectors", p["write_floor_ms"], "#9bb7d4"),
     ]
     y = list(range(len(over)))[::-1]
-    ax2.barh(
-        y,
-        [s["median"] for _, s, _ in over],
-        xerr=[
-            [s["median"] - s["min"] for _, s, _ in over],
-            [s["max"] - s["median"] for _, s, _ in over],
-        ],
-        capsize=3,
-        color=[c for _, _, c in over],
-    )
+    stats = [s for _, s, _ in over]
+    ax2.barh(y, medians(stats), xerr=error_bars(stats), capsize=3, color=[c for *_, c in over])
     ax2.set_yticks(y, [label for label, _, _ in over], fontsize=8)
     ax2.set_xlabel("ms per text (median, min..max)")
-    ax2.set_title(f"Beside embedding ({parts['embed']['median']:.1f} ms per text)")
+    ax2.set_title(f"Beside embedding ({p['embed_ms']['median']:.1f} ms per text)")
     ax2.grid(True, axis="x", alpha=0.3)
-    save_figure(fig, path)
+    return fig
+
+
+FIGURES = {"": figure}
 
 
 if __name__ == "__main__":

@@ -27,9 +27,7 @@ two lists fetched deeper, and tries the `simple` text configuration.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
 import statistics
 import time
@@ -44,16 +42,20 @@ import psycopg
 from bench._common import (
     LOCOMO_DIR,
     ORG,
-    RESULTS_DIR,
+    Result,
+    Row,
     create_database,
     embedded_server,
+    locomo_sessions,
+    new_result,
+    options,
     percentile,
-    pyplot,
-    save_figure,
+    save,
     server_versions,
+    stat,
     table,
+    timed,
     vector_literal,
-    write_results,
 )
 
 OWNER = "00000000-0000-0000-0000-0000000000b1"  # the service saves on behalf of this user
@@ -72,8 +74,15 @@ SEARCH_MESSAGES = (
     "ORDER BY score DESC, id"
 )
 MESSAGE_MODES = {f"messages {m}": options for m, options in MODES.items()}
-BASELINES = ("BM25", "MiniLM dense", "RRF(BM25, MiniLM)")
+SEARCHED = (*MODES, *MESSAGE_MODES)
+BASELINES = {
+    "BM25": "BM25 (rank_bm25 BM25Okapi, lower-cased `\\w+` words)",
+    "MiniLM dense": "MiniLM dense (numpy cosine)",
+    "RRF(BM25, MiniLM)": "RRF(BM25, MiniLM), k = 60, full lists",
+}
 TARGET_R10 = 0.65
+DASH = "\N{EN DASH}"
+Hits = dict[int, int]  # k -> 1 when an evidence turn is in the top k
 
 
 @dataclass
@@ -89,6 +98,9 @@ class Conversation:
     @property
     def ns(self) -> dict[str, str]:
         return {"scope": "project", "project_id": self.name, "owner_id": OWNER}
+
+    def gold(self, q: dict[str, Any]) -> set[str]:
+        return {self.fact_of_dia[d] for d in q["evidence"]}
 
 
 def _evidence(raw: list[str], known: set[str]) -> tuple[list[str], int]:
@@ -110,14 +122,10 @@ def load_conversations(folder: Path) -> tuple[list[Conversation], dict[str, int]
     stats: Counter[str] = Counter()
     for path in sorted(folder.glob("conv-*.json")):
         data = json.loads(path.read_text())
-        conv = data.get("conversation", data)
-        sessions = sorted(
-            (k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])
-        )
         turns = [
             {"dia_id": t["dia_id"], "content": f"{t['speaker']}: {t['text']}"}
-            for s in sessions
-            for t in conv[s]
+            for s in locomo_sessions(data.get("conversation", data))
+            for t in s
         ]
         known = {t["dia_id"] for t in turns}
         questions = []
@@ -136,11 +144,7 @@ def load_conversations(folder: Path) -> tuple[list[Conversation], dict[str, int]
     return convs, dict(stats)
 
 
-def _normalized(text: str) -> str:
-    return " ".join(text.split()).lower()
-
-
-def index_conversation(conn: psycopg.Connection, conv: Conversation, vectors: np.ndarray) -> dict:
+def index_conversation(conn: psycopg.Connection, conv: Conversation, vectors: np.ndarray) -> Row:
     """Saves every turn; returns what was stored and what was refused."""
     facts = [
         {"content": t["content"], "embedding": [float(x) for x in v]}
@@ -148,30 +152,31 @@ def index_conversation(conn: psycopg.Connection, conv: Conversation, vectors: np
     ]
     rows = []
     for start in range(0, len(facts), 1000):
-        chunk = facts[start : start + 1000]
         rows += [
             (start + ord_ - 1, fid, dup, sim)
             for ord_, fid, dup, sim in conn.execute(
                 "SELECT ord, id, duplicate_of, similarity FROM memory.save_facts(%s, %s::jsonb, %s::jsonb, 1.0)",
-                (ORG, json.dumps(chunk), json.dumps(conv.ns)),
+                (ORG, json.dumps(facts[start : start + 1000]), json.dumps(conv.ns)),
             ).fetchall()
         ]
     content_of: dict[str, str] = {}
     refused = []
     for i, fid, dup, sim in rows:
-        dia = conv.turns[i]["dia_id"]
+        dia, content = conv.turns[i]["dia_id"], conv.turns[i]["content"]
         if fid is not None:
             conv.fact_ids.append(str(fid))
             conv.fact_turns.append(i)
             conv.fact_of_dia[dia] = str(fid)
-            content_of[str(fid)] = conv.turns[i]["content"]
+            content_of[str(fid)] = content
         else:
             conv.fact_of_dia[dia] = str(dup)
-            same_text = _normalized(content_of[str(dup)]) == _normalized(conv.turns[i]["content"])
+            same_text = (
+                " ".join(content_of[str(dup)].split()).lower() == " ".join(content.split()).lower()
+            )
             refused.append(
                 {
                     "dia_id": dia,
-                    "content": conv.turns[i]["content"],
+                    "content": content,
                     "duplicate_of": content_of[str(dup)],
                     "similarity": sim,
                     "same_normalized_text": same_text,
@@ -183,6 +188,7 @@ def index_conversation(conn: psycopg.Connection, conv: Conversation, vectors: np
         (ORG, OWNER, conv.name),
     ).fetchone()[0]
     return {
+        "conversation": conv.name,
         "turns": len(conv.turns),
         "saved": len(conv.fact_ids),
         "in_table": stored,
@@ -193,46 +199,27 @@ def index_conversation(conn: psycopg.Connection, conv: Conversation, vectors: np
 def index_messages(conn: psycopg.Connection, conv: Conversation, vectors: np.ndarray) -> None:
     """Every turn as a message of its owner's chat (one chat per session), with its vector."""
     conn.execute("SELECT memory.grant(%s, %s, 'memory.read')", (ORG, conv.user))
+
+    def message(t: dict[str, str]) -> str:
+        chat = f"{conv.name}/{t['dia_id'].split(':')[0]}"
+        return json.dumps(
+            {
+                "id": t["dia_id"],
+                "chat_id": chat,
+                "owner_id": conv.user,
+                "role": "user",
+                "content": t["content"],
+            }
+        )
+
     with conn.cursor() as cur:
         cur.executemany(
             "SELECT memory.index_message(%s, %s::jsonb, %b::real[])",
             [
-                (
-                    ORG,
-                    json.dumps(
-                        {
-                            "id": t["dia_id"],
-                            "chat_id": f"{conv.name}/{t['dia_id'].split(':')[0]}",
-                            "owner_id": conv.user,
-                            "role": "user",
-                            "content": t["content"],
-                        }
-                    ),
-                    [float(x) for x in v],
-                )
+                (ORG, message(t), [float(x) for x in v])
                 for t, v in zip(conv.turns, vectors, strict=True)
             ],
         )
-
-
-def search_messages(
-    uconn: psycopg.Connection,
-    conv: Conversation,
-    question: str,
-    vector: np.ndarray | None,
-    k: int,
-    options: dict | None,
-) -> list[str]:
-    """memory.search_messages as the conversation's user; message ids are the dia_ids."""
-    uconn.execute(
-        "SELECT set_config('request.jwt.claims', %s, false)",
-        (json.dumps({"sub": conv.user, "role": "authenticated"}),),
-    )
-    vec = None if vector is None else vector_literal(vector)
-    rows = uconn.execute(
-        SEARCH_MESSAGES, (ORG, question, vec, k, json.dumps(options or {}))
-    ).fetchall()
-    return [str(r[0]) for r in rows]
 
 
 def search(
@@ -244,29 +231,51 @@ def search(
     options: dict | None,
 ) -> list[str]:
     vec = None if vector is None else vector_literal(vector)
-    rows = conn.execute(
-        SEARCH, (ORG, question, vec, json.dumps(conv.ns), k, json.dumps(options or {}))
-    ).fetchall()
-    return [str(r[0]) for r in rows]
+    params = (ORG, question, vec, json.dumps(conv.ns), k, json.dumps(options or {}))
+    return [str(r[0]) for r in conn.execute(SEARCH, params).fetchall()]
 
 
-def recall(ranked: list[str], gold: set[str]) -> dict[int, int]:
+def search_messages(
+    uconn: psycopg.Connection,
+    conv: Conversation,
+    question: str,
+    vector: np.ndarray | None,
+    k: int,
+    options: dict | None,
+) -> list[str]:
+    """memory.search_messages as the conversation's user; message ids are the dia_ids."""
+    claims = json.dumps({"sub": conv.user, "role": "authenticated"})
+    uconn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
+    vec = None if vector is None else vector_literal(vector)
+    params = (ORG, question, vec, k, json.dumps(options or {}))
+    return [str(r[0]) for r in uconn.execute(SEARCH_MESSAGES, params).fetchall()]
+
+
+def recall(ranked: list[str], gold: set[str]) -> Hits:
     return {k: int(any(f in gold for f in ranked[:k])) for k in KS}
 
 
-def rrf(*rankings: list[str], k: int = 60, depth: int | None = None) -> list[str]:
+def average(hits: list[Hits]) -> dict[str, float]:
+    return {f"R@{k}": statistics.fmean(h[k] for h in hits) for k in KS}
+
+
+def rrf(
+    vec: list[str],
+    text: list[str],
+    k: float = 60,
+    depth: int | None = None,
+    text_weight: float = 1.0,
+) -> list[str]:
+    """Reciprocal rank fusion of two rankings, each cut at `depth`."""
     score: dict[str, float] = {}
-    for ranking in rankings:
+    for weight, ranking in ((1.0, vec), (text_weight, text)):
         for rank, doc in enumerate(ranking[:depth] if depth else ranking, start=1):
-            score[doc] = score.get(doc, 0.0) + 1.0 / (k + rank)
+            score[doc] = score.get(doc, 0.0) + weight / (k + rank)
     return sorted(score, key=lambda d: -score[d])
 
 
-_WORD = re.compile(r"\w+")
-
-
 def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    return re.findall(r"\w+", text.lower())
 
 
 def evaluate(
@@ -276,49 +285,50 @@ def evaluate(
     turn_vecs: dict[str, np.ndarray],
     q_vecs: dict[str, np.ndarray],
     baselines: bool,
-) -> tuple[dict, dict, dict]:
-    """R@k hits per method (lists over questions), per category, search latencies."""
+) -> tuple[dict[str, list[Hits]], dict[str, dict[int, list[int]]], dict[str, list[float]]]:
+    """R@k hits per method (lists over questions), R@10 hits per category, search latencies."""
     from rank_bm25 import BM25Okapi
 
-    methods = [*MODES, *MESSAGE_MODES] + (list(BASELINES) if baselines else [])
-    hits: dict[str, list[dict[int, int]]] = {m: [] for m in methods}
+    methods = [*SEARCHED, *(BASELINES if baselines else ())]
+    hits: dict[str, list[Hits]] = {m: [] for m in methods}
     per_category: dict[str, dict[int, list[int]]] = {m: {} for m in methods}
-    latencies: dict[str, list[float]] = {m: [] for m in [*MODES, *MESSAGE_MODES]}
+    latencies: dict[str, list[float]] = {m: [] for m in SEARCHED}
+
+    def add(method: str, q: dict[str, Any], h: Hits) -> None:
+        hits[method].append(h)
+        per_category[method].setdefault(q["category"], []).append(h[10])
+
     for c in convs:
-        docs = c.fact_ids
         bm25 = (
             BM25Okapi([words(c.turns[i]["content"]) for i in c.fact_turns]) if baselines else None
         )
-        doc_vecs = turn_vecs[c.name][c.fact_turns]
         for qi, q in enumerate(c.questions):
-            gold = {c.fact_of_dia[d] for d in q["evidence"]}
-            for mode, options in MODES.items():
-                vec = None if options is None else q_vecs[c.name][qi]
-                t = time.perf_counter()
-                ranked = search(conn, c, q["question"], vec, 10, options)
-                latencies[mode].append(time.perf_counter() - t)
-                _add(hits, per_category, mode, q, recall(ranked, gold))
-            for mode, options in MESSAGE_MODES.items():
-                vec = None if options is None else q_vecs[c.name][qi]
-                t = time.perf_counter()
-                ranked = search_messages(uconn, c, q["question"], vec, 10, options)
-                latencies[mode].append(time.perf_counter() - t)
-                _add(hits, per_category, mode, q, recall(ranked, set(q["evidence"])))
+            for mode, opts in [*MODES.items(), *MESSAGE_MODES.items()]:
+                vec = None if opts is None else q_vecs[c.name][qi]
+                if mode in MESSAGE_MODES:  # as the conversation's user; ids are the dia_ids
+                    ranked, seconds = timed(search_messages, uconn, c, q["question"], vec, 10, opts)
+                    gold = set(q["evidence"])
+                else:
+                    ranked, seconds = timed(search, conn, c, q["question"], vec, 10, opts)
+                    gold = c.gold(q)
+                latencies[mode].append(seconds)
+                add(mode, q, recall(ranked, gold))
             if bm25 is None:
                 continue
-            bm_scores = bm25.get_scores(words(q["question"]))
-            by_bm25 = [docs[i] for i in np.argsort(-bm_scores, kind="stable")]
-            by_dense = [
-                docs[i] for i in np.argsort(-(doc_vecs @ q_vecs[c.name][qi]), kind="stable")
+            by_bm25 = [
+                c.fact_ids[i]
+                for i in np.argsort(-bm25.get_scores(words(q["question"])), kind="stable")
             ]
-            _add(hits, per_category, "BM25", q, recall(by_bm25, gold))
-            _add(hits, per_category, "MiniLM dense", q, recall(by_dense, gold))
-            _add(hits, per_category, "RRF(BM25, MiniLM)", q, recall(rrf(by_bm25, by_dense), gold))
+            dense = -(turn_vecs[c.name][c.fact_turns] @ q_vecs[c.name][qi])
+            by_dense = [c.fact_ids[i] for i in np.argsort(dense, kind="stable")]
+            add("BM25", q, recall(by_bm25, c.gold(q)))
+            add("MiniLM dense", q, recall(by_dense, c.gold(q)))
+            add("RRF(BM25, MiniLM)", q, recall(rrf(by_bm25, by_dense), c.gold(q)))
     return hits, per_category, latencies
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = options(__doc__, "one indexing, no diagnosis")
     ap.add_argument("--data", type=Path, default=LOCOMO_DIR)
     ap.add_argument(
         "--repeat",
@@ -328,22 +338,13 @@ def main() -> None:
         "search_facts breaks score ties by id: text-only figures move between runs)",
     )
     ap.add_argument("--no-diagnose", action="store_true", help="skip the diagnosis section")
-    ap.add_argument("--quick", action="store_true", help="one indexing, no diagnosis")
     args = ap.parse_args()
-    if args.quick:
-        args.repeat, args.no_diagnose = 1, True
+    repeat, diagnosis = (1, False) if args.quick else (args.repeat, not args.no_diagnose)
 
     from pgmemory.embedders import LocalEmbedder
 
     base, data_stats = load_conversations(args.data)
-    n_questions = sum(len(c.questions) for c in base)
-    print(
-        f"{len(base)} conversations, {sum(len(c.turns) for c in base)} turns, "
-        f"{n_questions} questions (categories 1-4) {data_stats}"
-    )
-
     embedder = LocalEmbedder()
-    t0 = time.perf_counter()
     turn_vecs = {
         c.name: np.asarray(embedder.embed([t["content"] for t in c.turns]), dtype=np.float32)
         for c in base
@@ -352,32 +353,27 @@ def main() -> None:
         c.name: np.asarray(embedder.embed([q["question"] for q in c.questions]), dtype=np.float32)
         for c in base
     }
-    print(
-        f"embedded {sum(len(c.turns) + len(c.questions) for c in base)} texts in "
-        f"{time.perf_counter() - t0:.1f}s"
+    categories = Counter(q["category"] for c in base for q in c.questions)
+    result = new_result(
+        "locomo",
+        args.quick,
+        repeat=repeat,
+        diagnosis=diagnosis,
+        data=data_stats,
+        conversations=len(base),
+        turns=sum(len(c.turns) for c in base),
+        questions=sum(len(c.questions) for c in base),
+        questions_by_category={str(cat): n for cat, n in sorted(categories.items())},
     )
-
-    results: dict[str, Any] = {
-        "quick": args.quick,
-        "loadavg_before": os.getloadavg(),
-        "data": data_stats,
-        "conversations": len(base),
-        "turns": sum(len(c.turns) for c in base),
-        "questions": n_questions,
-        "questions_by_category": {
-            str(cat): n
-            for cat, n in sorted(Counter(q["category"] for c in base for q in c.questions).items())
-        },
-        "repeat": args.repeat,
-    }
-    searched = [*MODES, *MESSAGE_MODES]
-    runs: list[dict[str, dict[str, float]]] = []
-    all_latencies: dict[str, list[float]] = {m: [] for m in searched}
+    print(f"{len(base)} conversations, {result['config']['questions']} questions {data_stats}")
+    tables = result["tables"]
+    tables["runs"] = []
+    latencies: dict[str, list[float]] = {m: [] for m in SEARCHED}
     index_rates: list[float] = []
     with embedded_server("locomo") as srv:
-        for rep in range(args.repeat):
+        for rep in range(repeat):
             dsn = create_database(srv, "locomo")
-            results["versions"] = server_versions(dsn)
+            result["environment"]["versions"] = server_versions(dsn)
             convs = [
                 Conversation(
                     c.name, c.turns, c.questions, user=str(uuid.UUID(int=(0xC0 << 120) | i))
@@ -389,105 +385,48 @@ def main() -> None:
                 psycopg.connect(dsn, autocommit=True) as uconn,
             ):
                 t0 = time.perf_counter()
-                indexing = {c.name: index_conversation(conn, c, turn_vecs[c.name]) for c in convs}
-                elapsed = time.perf_counter() - t0
-                n_saved = sum(i["saved"] for i in indexing.values())
-                index_rates.append(n_saved / elapsed)
-                t0 = time.perf_counter()
+                indexing = [index_conversation(conn, c, turn_vecs[c.name]) for c in convs]
+                index_rates.append(sum(i["saved"] for i in indexing) / (time.perf_counter() - t0))
                 for c in convs:
                     index_messages(conn, c, turn_vecs[c.name])
-                print(
-                    f"run {rep + 1}: saved {n_saved} facts in {elapsed:.1f}s "
-                    f"({n_saved / elapsed:.0f} facts/s); indexed the turns as messages in "
-                    f"{time.perf_counter() - t0:.1f}s"
-                )
                 conn.execute("ANALYZE memory.facts, memory.messages")
-                if rep == 0:
-                    for name, info in indexing.items():
-                        same = sum(r["same_normalized_text"] for r in info["refused"])
-                        print(
-                            f"  {name}: {info['turns']} turns, {info['saved']} saved "
-                            f"({info['in_table']} in the table), {len(info['refused'])} refused "
-                            f"({same} exact duplicates by normalized text)"
-                        )
-                        for r in info["refused"]:
-                            print(
-                                f"    refused {r['dia_id']} {r['content']!r} "
-                                f"(similarity {r['similarity']})"
-                            )
-                    results["indexing"] = indexing
-                for info in indexing.values():
-                    assert info["in_table"] == info["saved"], info
-                hits, per_category, latencies = evaluate(
-                    conn, uconn, convs, turn_vecs, q_vecs, rep == 0
+                assert all(i["in_table"] == i["saved"] for i in indexing), indexing
+                hits, per_category, lat = evaluate(conn, uconn, convs, turn_vecs, q_vecs, rep == 0)
+                for m, v in lat.items():
+                    latencies[m] += v
+                runs = [{"run": rep + 1, "method": m, **average(h)} for m, h in hits.items()]
+                tables["runs"] += runs
+                print(
+                    f"run {rep + 1}: "
+                    + "; ".join(f"{r['method']} R@10 {r['R@10']:.3f}" for r in runs)
                 )
-                for m, v in latencies.items():
-                    all_latencies[m] += v
-                run = {
-                    m: {f"R@{k}": statistics.fmean(h[k] for h in hs) for k in KS}
-                    for m, hs in hits.items()
-                }
-                runs.append(run)
                 if rep == 0:
-                    baseline = {m: run[m] for m in run if m not in searched}
-                    results["recall_by_category"] = {
+                    tables["indexing"] = indexing
+                    by_category = {
                         m: {str(cat): statistics.fmean(v) for cat, v in sorted(cats.items())}
                         for m, cats in per_category.items()
                     }
-                print(
-                    "  "
-                    + "; ".join(
-                        f"{m} " + "/".join(f"{run[m][f'R@{k}']:.3f}" for k in KS) for m in searched
-                    )
-                )
-                if rep == args.repeat - 1 and not args.no_diagnose:
-                    results["diagnosis"] = diagnose(conn, convs, q_vecs)
-
-    recall_stats = {
-        m: {
-            f"R@{k}": {
-                "median": statistics.median(r[m][f"R@{k}"] for r in runs),
-                "min": min(r[m][f"R@{k}"] for r in runs),
-                "max": max(r[m][f"R@{k}"] for r in runs),
-            }
-            for k in KS
+                if rep == repeat - 1 and diagnosis:
+                    tables["diagnosis"], tables["text_list"] = diagnose(conn, convs, q_vecs)
+    recall_rows = []
+    for m in (*SEARCHED, *BASELINES):
+        runs = [r for r in tables["runs"] if r["method"] == m]
+        figures = {f"R@{k}": stat([r[f"R@{k}"] for r in runs]) for k in KS}
+        if m in BASELINES:  # the first indexing only
+            figures = {key: runs[0][key] for key in figures}
+        recall_rows.append({"method": m, **figures, "by_category": by_category[m]})
+    tables["recall"] = recall_rows
+    tables["saving"] = [{"facts_per_s": stat(index_rates)}]
+    tables["latency"] = [
+        {
+            "method": m,
+            "p50_ms": 1000 * statistics.median(v),
+            "p95_ms": 1000 * percentile(v, 95),
+            "queries": len(v),
         }
-        for m in searched
-    }
-    results["recall_runs"] = runs
-    results["recall"] = recall_stats
-    results["baselines"] = baseline
-    results["indexing_facts_per_s"] = {
-        "median": statistics.median(index_rates),
-        "min": min(index_rates),
-        "max": max(index_rates),
-    }
-    results["search_latency_ms"] = {
-        m: {
-            "median": 1000 * statistics.median(v),
-            "p95": 1000 * percentile(v, 95),
-            "n": len(v),
-        }
-        for m, v in all_latencies.items()
-    }
-    print()
-    print(recall_table(results))
-    print()
-    print(latency_table(results))
-    for t in targets(results):
-        print(f"target {t['target']}: {'met' if t['met'] else 'MISSED'} ({t['measured']})")
-    for k in (1, 5):
-        h, t = (recall_stats[m][f"R@{k}"]["median"] for m in ("hybrid", "text-only"))
-        if h <= t:
-            print(f"note: at R@{k} hybrid ({h:.3f}) does not beat text-only ({t:.3f})")
-    name = "locomo-quick" if args.quick else "locomo"
-    write_results(name, results)
-    plot(results, RESULTS_DIR / f"{name}-recall.png")
-
-
-def _add(hits: dict, per_category: dict, mode: str, q: dict, r: dict[int, int]) -> None:
-    hits[mode].append(r)
-    per_category[mode].setdefault(q["category"], []).append(r[10])
+        for m, v in latencies.items()
+    ]
+    save(result, args.out)
 
 
 # The text list as search_facts builds it, ordered by ts_rank_cd with other normalization
@@ -510,183 +449,81 @@ NORMALIZED_TEXT = """
     ORDER BY {order}
     LIMIT 10
 """
+TEXT_LIST = "SELECT id, text_rank FROM memory.search_facts(%s, %s, NULL, %s::jsonb, 1000) ORDER BY score DESC, id"
 
 
-def _weighted_rrf(
-    vec: list[str], text: list[str], rrf_k: float, depth: int, text_weight: float
-) -> list[str]:
-    score: dict[str, float] = {}
-    for weight, ranking in ((1.0, vec), (text_weight, text)):
-        for rank, doc in enumerate(ranking[:depth], start=1):
-            score[doc] = score.get(doc, 0.0) + weight / (rrf_k + rank)
-    return sorted(score, key=lambda d: -score[d])
-
-
-def diagnose(conn: psycopg.Connection, convs: list[Conversation], q_vecs: dict) -> dict[str, Any]:
+def diagnose(
+    conn: psycopg.Connection, convs: list[Conversation], q_vecs: dict
+) -> tuple[list[Row], list[Row]]:
     """Where hybrid's R@10 comes from: the search's own vector and text lists
     fetched in full, fused by the bench at several depths; and the text list
     under the `simple` configuration."""
+    questions = [(c, qi, q) for c in convs for qi, q in enumerate(c.questions)]
     depths = (10, 20, 40, 100, None)
-    fused: dict[str, list[dict[int, int]]] = {str(d or "all"): [] for d in depths}
-    text_only: dict[str, list[dict[int, int]]] = {"english": [], "simple": []}
+    hits: dict[tuple[str, str], list[Hits]] = {}
     ties: Counter[str] = Counter()
-    by_norm: dict[str, list[dict[int, int]]] = {n: [] for n in NORMALIZATIONS}
-    vec_lists: dict[tuple[str, int], list[str]] = {}
-    text_lists: dict[tuple[str, int], list[str]] = {}
-    for c in convs:
-        for qi, q in enumerate(c.questions):
-            gold = {c.fact_of_dia[d] for d in q["evidence"]}
-            # Deep lists from search_facts itself: k = 1000 ranks each list 4000 deep.
-            v_rows = conn.execute(
-                "SELECT id FROM memory.search_facts(%s, %s, %b::real[], %s::jsonb, 1000, "
-                "'{\"text_weight\": 0}') WHERE score > 0 ORDER BY score DESC, id",
-                (ORG, q["question"], vector_literal(q_vecs[c.name][qi]), json.dumps(c.ns)),
-            ).fetchall()
-            t_rows = conn.execute(
-                "SELECT id, text_rank FROM memory.search_facts(%s, %s, NULL, %s::jsonb, 1000) "
-                "ORDER BY score DESC, id",
-                (ORG, q["question"], json.dumps(c.ns)),
-            ).fetchall()
-            ranks = [r[1] for r in t_rows]
-            if len(ranks) > 10 and ranks[9] == ranks[10]:
-                ties["cut at 10 inside a tie"] += 1
-            if len(ranks) > 1 and ranks[0] == ranks[1]:
-                ties["top-1 tied"] += 1
-            for norm, order in NORMALIZATIONS.items():
-                n_rows = conn.execute(
-                    NORMALIZED_TEXT.format(order=order),  # type: ignore[arg-type]
-                    {"org": ORG, "owner": OWNER, "conv": c.name, "q": q["question"]},
-                ).fetchall()
-                by_norm[norm].append(recall([str(r[0]) for r in n_rows], gold))
-            v_list = [str(r[0]) for r in v_rows]
-            t_list = [str(r[0]) for r in t_rows]
-            vec_lists[(c.name, qi)] = v_list
-            text_lists[(c.name, qi)] = t_list
-            for d in depths:
-                fused[str(d or "all")].append(recall(rrf(v_list, t_list, depth=d), gold))
-            text_only["english"].append(recall(t_list, gold))
+    vec_lists, text_lists = [], []
+
+    def add(part: str, setting: Any, ranked: list[str], gold: set[str]) -> None:
+        hits.setdefault((part, str(setting)), []).append(recall(ranked, gold))
+
+    for c, qi, q in questions:
+        gold = c.gold(q)
+        # Deep lists from search_facts itself: k = 1000 ranks each list 4000 deep.
+        v_rows = conn.execute(
+            "SELECT id FROM memory.search_facts(%s, %s, %b::real[], %s::jsonb, 1000, "
+            "'{\"text_weight\": 0}') WHERE score > 0 ORDER BY score DESC, id",
+            (ORG, q["question"], vector_literal(q_vecs[c.name][qi]), json.dumps(c.ns)),
+        ).fetchall()
+        t_rows = conn.execute(TEXT_LIST, (ORG, q["question"], json.dumps(c.ns))).fetchall()
+        ranks = [r[1] for r in t_rows]
+        if len(ranks) > 10 and ranks[9] == ranks[10]:
+            ties["cut at 10 inside a tie"] += 1
+        if len(ranks) > 1 and ranks[0] == ranks[1]:
+            ties["top-1 tied"] += 1
+        for norm, order in NORMALIZATIONS.items():
+            params = {"org": ORG, "owner": OWNER, "conv": c.name, "q": q["question"]}
+            n_rows = conn.execute(NORMALIZED_TEXT.format(order=order), params).fetchall()  # type: ignore[arg-type]
+            add("normalization", norm, [str(r[0]) for r in n_rows], gold)
+        vec_lists.append([str(r[0]) for r in v_rows])
+        text_lists.append([str(r[0]) for r in t_rows])
+        for d in depths:
+            add("depth", d or "all", rrf(vec_lists[-1], text_lists[-1], depth=d), gold)
+        add("text config", "english", text_lists[-1], gold)
     conn.execute("SELECT memory.configure('text_search_config', '\"simple\"')")
     try:
-        simple_fused: list[dict[int, int]] = []
-        for c in convs:
-            for qi, q in enumerate(c.questions):
-                gold = {c.fact_of_dia[d] for d in q["evidence"]}
-                t_rows = conn.execute(
-                    "SELECT id FROM memory.search_facts(%s, %s, NULL, %s::jsonb, 1000) "
-                    "ORDER BY score DESC, id",
-                    (ORG, q["question"], json.dumps(c.ns)),
-                ).fetchall()
-                t_list = [str(r[0]) for r in t_rows]
-                text_only["simple"].append(recall(t_list, gold))
-                simple_fused.append(recall(rrf(vec_lists[(c.name, qi)], t_list, depth=40), gold))
+        for (c, _, q), v_list in zip(questions, vec_lists, strict=True):
+            t_list = [
+                str(r[0])
+                for r in conn.execute(TEXT_LIST, (ORG, q["question"], json.dumps(c.ns))).fetchall()
+            ]
+            add("text config", "simple", t_list, c.gold(q))
+            add("rrf simple text", "depth 40", rrf(v_list, t_list, depth=40), c.gold(q))
     finally:
         conn.execute("SELECT memory.configure('text_search_config', NULL)")
-
-    def avg(hs: list[dict[int, int]]) -> dict[str, float]:
-        return {f"R@{k}": statistics.fmean(h[k] for h in hs) for k in KS}
-
     # rrf_k x depth x text weight, on the same deep lists (the search's real knobs are
     # rrf_k and the weights; the depth of each list is fixed in the SQL at max(4k, 40)).
-    grid = {}
     for rrf_k in (1, 5, 10, 20, 60):
         for depth in (10, 20, 40):
             for tw in (1.0, 1.5):
-                hs = []
-                for c in convs:
-                    for qi, q in enumerate(c.questions):
-                        gold = {c.fact_of_dia[d] for d in q["evidence"]}
-                        ranked = _weighted_rrf(
-                            vec_lists[(c.name, qi)], text_lists[(c.name, qi)], rrf_k, depth, tw
-                        )
-                        hs.append(recall(ranked, gold))
-                grid[f"rrf_k={rrf_k} depth={depth} text_weight={tw}"] = avg(hs)
+                for (c, _, q), v, t in zip(questions, vec_lists, text_lists, strict=True):
+                    add(
+                        "grid",
+                        f"rrf_k={rrf_k} depth={depth} text_weight={tw}",
+                        rrf(v, t, rrf_k, depth, tw),
+                        c.gold(q),
+                    )
     # The real function with a smaller rrf_k (an option callers can pass today).
-    real: dict[str, list[dict[int, int]]] = {}
     for rrf_k in (10, 20):
-        real[str(rrf_k)] = []
-        for c in convs:
-            for qi, q in enumerate(c.questions):
-                gold = {c.fact_of_dia[d] for d in q["evidence"]}
-                ranked = search(conn, c, q["question"], q_vecs[c.name][qi], 10, {"rrf_k": rrf_k})
-                real[str(rrf_k)].append(recall(ranked, gold))
-
-    out = {
-        "rrf_of_search_lists_by_depth": {d: avg(hs) for d, hs in fused.items()},
-        "grid_rrf_k_depth_text_weight": grid,
-        "search_facts_hybrid_by_rrf_k": {k: avg(hs) for k, hs in real.items()},
-        "text_only_by_config": {cfg: avg(hs) for cfg, hs in text_only.items()},
-        "rrf_simple_text_depth_40": avg(simple_fused),
-        "text_list_length_median": statistics.median(len(v) for v in text_lists.values()),
-        "text_rank_ties": {k: v / len(text_lists) for k, v in ties.items()},
-        "text_only_by_ts_rank_cd_normalization": {str(n): avg(h) for n, h in by_norm.items()},
-    }
-    print("\nDiagnosis: RRF (k=60) of search_facts' own vector and text lists, cut at each depth")
-    print(
-        table(
-            ["depth of each list", "R@1", "R@5", "R@10"],
-            [(d, *r.values()) for d, r in out["rrf_of_search_lists_by_depth"].items()],
-        )
-    )
-    print("\nText-only by text_search_config (and RRF with the vector list, depth 40, for simple)")
-    rows = [(cfg, *r.values()) for cfg, r in out["text_only_by_config"].items()]
-    rows.append(("RRF(vector, simple text)", *out["rrf_simple_text_depth_40"].values()))
-    print(table(["config", "R@1", "R@5", "R@10"], rows))
-    print(f"median text-list length (facts sharing a lexeme): {out['text_list_length_median']}")
-    print(
-        "share of questions whose text-only list ties at the top-1 / at the 10th place: "
-        + " / ".join(
-            f"{out['text_rank_ties'].get(k, 0):.3f}"
-            for k in ("top-1 tied", "cut at 10 inside a tie")
-        )
-        + " (ties are broken by the fact's random uuid)"
-    )
-    print("\nText-only: other ts_rank_cd normalizations and tie-breaks (the bench's own query)")
-    print(
-        table(
-            ["ts_rank_cd normalization, tie-break", "R@1", "R@5", "R@10"],
-            [(n, *r.values()) for n, r in out["text_only_by_ts_rank_cd_normalization"].items()],
-        )
-    )
-    print("\nRRF grid on the same lists (best 8 by R@10, then the defaults)")
-    best = sorted(grid.items(), key=lambda kv: (-kv[1]["R@10"], -kv[1]["R@5"]))[:8]
-    best.append(("rrf_k=60 depth=40 text_weight=1.0", grid["rrf_k=60 depth=40 text_weight=1.0"]))
-    print(table(["fusion", "R@1", "R@5", "R@10"], [(n, *r.values()) for n, r in best]))
-    print('\nmemory.search_facts hybrid with options {"rrf_k": …}')
-    print(
-        table(
-            ["rrf_k", "R@1", "R@5", "R@10"],
-            [(k, *r.values()) for k, r in out["search_facts_hybrid_by_rrf_k"].items()],
-        )
-    )
-    return out
+        for c, qi, q in questions:
+            ranked = search(conn, c, q["question"], q_vecs[c.name][qi], 10, {"rrf_k": rrf_k})
+            add("rrf_k", rrf_k, ranked, c.gold(q))
+    rows = [{"part": part, "setting": setting, **average(h)} for (part, setting), h in hits.items()]
+    text_list = {"length_median": statistics.median(len(v) for v in text_lists)}
+    return rows, [text_list | {k: v / len(text_lists) for k, v in ties.items()}]
 
 
 # ------------------------------------------------------------------ report
-
-DASH = "\N{EN DASH}"
-
-
-def _methods(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(key, label, {R@k: stat or float}) for every method in the results, in table order."""
-    out = []
-    for m in MODES:
-        if m in results["recall"]:
-            out.append((m, f"memory.search_facts {m}", results["recall"][m]))
-    for m in MESSAGE_MODES:
-        if m in results["recall"]:
-            out.append((m, f"memory.search_messages {m.split(' ', 1)[1]}", results["recall"][m]))
-    labels = {
-        "BM25": "BM25 (rank_bm25 BM25Okapi, lower-cased `\\w+` words)",
-        "MiniLM dense": "MiniLM dense (numpy cosine)",
-        "RRF(BM25, MiniLM)": "RRF(BM25, MiniLM), k = 60, full lists",
-    }
-    for m, v in results["baselines"].items():
-        out.append((m, labels.get(m, m), v))
-    return out
-
-
-def _median(v: Any) -> float:
-    return v["median"] if isinstance(v, dict) else v
 
 
 def _cell(v: Any) -> str:
@@ -697,88 +534,77 @@ def _cell(v: Any) -> str:
     return f"{v['median']:.3f} ({v['min']:.3f}..{v['max']:.3f})"
 
 
-def recall_table(results: dict[str, Any]) -> str:
+def _label(method: str) -> str:
+    if method.startswith("messages "):
+        return f"memory.search_messages {method.split(' ', 1)[1]}"
+    return BASELINES.get(method) or f"memory.search_facts {method}"
+
+
+def recall_table(r: Result) -> str:
     rows = []
-    for key, label, rec in _methods(results):
-        cats = results["recall_by_category"].get(key, {})
-        bold = key in ("hybrid", "messages hybrid")
-        cells = [_cell(rec[f"R@{k}"]) for k in KS]
+    for row in r["tables"]["recall"]:
+        bold = row["method"] in ("hybrid", "messages hybrid")
+        cells = [_cell(row[f"R@{k}"]) for k in KS]
         rows.append(
             (
-                f"**{label}**" if bold else label,
+                f"**{_label(row['method'])}**" if bold else _label(row["method"]),
                 *([f"**{c}**" for c in cells] if bold else cells),
-                " / ".join(f"{v:.3f}" for v in cats.values()),
+                " / ".join(f"{v:.3f}" for v in row["by_category"].values()),
             )
         )
     return table(["method", "R@1", "R@5", "R@10", "R@10 by category 1 / 2 / 3 / 4"], rows)
 
 
-def latency_table(results: dict[str, Any]) -> str:
-    rows = [
-        (
-            f"memory.search_messages {m.split(' ', 1)[1]}"
-            if m.startswith("messages ")
-            else f"memory.search_facts {m}",
-            f"{v['median']:.2f}",
-            f"{v['p95']:.2f}",
-            f"{v['n']:,}",
-        )
-        for m, v in results["search_latency_ms"].items()
-    ]
-    return table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], rows)
-
-
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    rrf_ = results["baselines"].get("RRF(BM25, MiniLM)", {}).get("R@10")
+def targets(r: Result) -> list[dict[str, Any]]:
+    rec = {row["method"]: row for row in r["tables"]["recall"]}
     out = []
     for key, fn in (("hybrid", "search_facts"), ("messages hybrid", "search_messages")):
-        rec = results["recall"].get(key)
-        if rec is None:
-            continue
-        r10 = rec["R@10"]
-        runs = [r[key]["R@10"] for r in results.get("recall_runs", []) if key in r]
-        n = len(runs) or 1
+        r10 = rec[key]["R@10"]
+        runs = [x["R@10"] for x in r["tables"]["runs"] if x["method"] == key]
+        n = len(runs)
         out.append(
             {
                 "target": f"LoCoMo {fn} hybrid R@10 ≥ {TARGET_R10}",
-                "measured": f"{_cell(r10)}"
+                "measured": _cell(r10)
                 + (f", median of {n} indexings" if n > 1 else ", one indexing"),
                 "met": r10["median"] >= TARGET_R10,
             }
         )
-        if rrf_ is not None:
-            worst = min(runs) if runs else r10["min"]
-            out.append(
-                {
-                    "target": f"LoCoMo {fn} hybrid R@10 above RRF(BM25, MiniLM) of the same run",
-                    "measured": f"{_cell(r10)} vs {rrf_:.3f}",
-                    "met": worst > rrf_,
-                }
-            )
+        rrf_ = rec["RRF(BM25, MiniLM)"]["R@10"]
+        out.append(
+            {
+                "target": f"LoCoMo {fn} hybrid R@10 above RRF(BM25, MiniLM) of the same run",
+                "measured": f"{_cell(r10)} vs {rrf_:.3f}",
+                "met": min(runs) > rrf_,
+            }
+        )
     return out
 
 
-def _diagnosis_md(d: dict[str, Any]) -> list[str]:
-    depth = d["rrf_of_search_lists_by_depth"]
-    grid = d["grid_rrf_k_depth_text_weight"]
-    best = sorted(grid.items(), key=lambda kv: (-kv[1]["R@10"], -kv[1]["R@5"]))[:6]
-    default = "rrf_k=60 depth=40 text_weight=1.0"
-    fusion = [(f"{default} (search_facts today)", *grid[default].values())]
-    fusion += [(k, *v.values()) for k, v in best if k != default]
+def _diagnosis_md(r: Result) -> list[str]:
+    part: dict[str, dict[str, tuple[float, ...]]] = {}
+    for row in r["tables"]["diagnosis"]:
+        part.setdefault(row["part"], {})[row["setting"]] = tuple(row[f"R@{k}"] for k in KS)
+    grid, default = part["grid"], "rrf_k=60 depth=40 text_weight=1.0"
+    best = sorted(grid.items(), key=lambda kv: (-kv[1][2], -kv[1][1]))[:6]
+    fusion = [(f"{default} (search_facts today)", *grid[default])]
+    fusion += [(k, *v) for k, v in best if k != default]
     fusion += [
-        (f'`search_facts` itself with option `{{"rrf_k": {k}}}`', *v.values())
-        for k, v in d["search_facts_hybrid_by_rrf_k"].items()
+        (f'`search_facts` itself with option `{{"rrf_k": {k}}}`', *v)
+        for k, v in part["rrf_k"].items()
     ]
     texts = [
-        (f"`{cfg}` (setting `text_search_config`)", *v.values())
-        for cfg, v in d["text_only_by_config"].items()
+        (f"`{cfg}` (setting `text_search_config`)", *v) for cfg, v in part["text config"].items()
     ]
-    texts.append(("RRF(vector, `simple` text), depth 40", *d["rrf_simple_text_depth_40"].values()))
+    texts.append(("RRF(vector, `simple` text), depth 40", *part["rrf simple text"]["depth 40"]))
     texts += [
-        (f"`english`, `ts_rank_cd` normalization {n}", *v.values())
-        for n, v in d["text_only_by_ts_rank_cd_normalization"].items()
+        (f"`english`, `ts_rank_cd` normalization {n}", *v) for n, v in part["normalization"].items()
     ]
-    ties = d.get("text_rank_ties", {})
+    ties = r["tables"]["text_list"][0]
+    depths = [
+        (f"{k} (what search_facts does for k = 10)" if k == "40" else k, *v)
+        for k, v in part["depth"].items()
+    ]
     return [
         "",
         "### Diagnosis",
@@ -788,20 +614,14 @@ def _diagnosis_md(d: dict[str, Any]) -> list[str]:
         "`rrf_k` and text weights; and the text list under other configurations and "
         "`ts_rank_cd` normalizations (the bench's own query).",
         "",
-        table(
-            ["RRF (k = 60) of the two lists, each cut at", "R@1", "R@5", "R@10"],
-            [
-                (f"{k} (what search_facts does for k = 10)" if k == "40" else k, *v.values())
-                for k, v in depth.items()
-            ],
-        ),
+        table(["RRF (k = 60) of the two lists, each cut at", "R@1", "R@5", "R@10"], depths),
         "",
         table(["fusion of the same lists", "R@1", "R@5", "R@10"], fusion),
         "",
         table(["text list", "R@1", "R@5", "R@10"], texts),
         "",
         f"Median length of the text list (facts sharing a lexeme with the question): "
-        f"{d['text_list_length_median']:.0f}. Share of questions whose text-only list ties "
+        f"{ties['length_median']:.0f}. Share of questions whose text-only list ties "
         f"at the first place: {ties.get('top-1 tied', 0):.0%}; across the 10th place: "
         f"{ties.get('cut at 10 inside a tie', 0):.0%} — `ts_rank_cd` ties are everywhere "
         "with OR-ed lexemes on short turns, and search breaks them by the fact's random "
@@ -816,23 +636,11 @@ def _diagnosis_md(d: dict[str, Any]) -> list[str]:
     ]
 
 
-def _rate(s: dict[str, float]) -> str:
-    if round(s["min"]) == round(s["max"]):
-        return f"{s['median']:.0f}"
-    return f"{s['median']:.0f} ({s['min']:.0f}..{s['max']:.0f})"
-
-
-def markdown(results: dict[str, Any]) -> str:
-    r = results
-    quick = r.get("quick", False)
-    name = "locomo-quick" if quick else "locomo"
-    data = r.get("data", {})
-    indexing = r.get("indexing", {})
-    turns = r.get("turns") or sum(i["turns"] for i in indexing.values())
-    refused = sum(len(i["refused"]) for i in indexing.values())
-    sizes = [i["saved"] for i in indexing.values()]
-    cats = r.get("questions_by_category")
-    rate = r.get("indexing_facts_per_s")
+def markdown(r: Result) -> str:
+    c, t = r["config"], r["tables"]
+    data, indexing, rate = c["data"], t["indexing"], t["saving"][0]["facts_per_s"]
+    refused = sum(len(i["refused"]) for i in indexing)
+    sizes = [i["saved"] for i in indexing]
     fix = []
     if data.get("questions_without_evidence"):
         fix.append(f"{data['questions_without_evidence']} questions without evidence are skipped")
@@ -841,28 +649,28 @@ def markdown(results: dict[str, Any]) -> str:
             f"{data['unknown_evidence_ids']} malformed evidence ids are repaired "
             "as `D8:6; D9:17` split in two and `D:11:26` read as `D11:26`"
         )
-    has_messages = any(m in r["recall"] for m in MESSAGE_MODES)
+    saved = f"{rate['median']:.0f}"
+    if round(rate["min"]) != round(rate["max"]):
+        saved += f" ({rate['min']:.0f}..{rate['max']:.0f})"
+    latency = [
+        (_label(x["method"]), f"{x['p50_ms']:.2f}", f"{x['p95_ms']:.2f}", f"{x['queries']:,}")
+        for x in t["latency"]
+    ]
     out = [
         "## Retrieval quality on LoCoMo (bench/locomo.py)",
         "",
-        f"Data: the {len(indexing) or 5} LoCoMo conversations in `../shared/data/locomo/` "
-        f"({turns:,} turns, {r['questions']:,} questions of categories 1{DASH}4 with evidence"
+        f"Data: the {len(indexing)} LoCoMo conversations in `../shared/data/locomo/` "
+        f"({c['turns']:,} turns, {c['questions']:,} questions of categories 1{DASH}4 with evidence"
         + (f"; {'; '.join(fix)}" if fix else "")
         + '). Every turn is saved as a fact `"{speaker}: {text}"`, one namespace per '
         'conversation (`{"scope": "project", "project_id": "conv-26", "owner_id": …}`), '
         "with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` "
         "(an exact duplicate by normalized text would still be refused and its turn "
-        f"counted as the fact it duplicates: {refused} were"
-        + (f"; namespaces of {min(sizes):,}{DASH}{max(sizes):,} facts" if sizes else "")
-        + (f"; saved at {_rate(rate)} facts/s" if rate else "")
-        + ")."
-        + (
-            " The same turns are indexed as messages (`memory.index_message`: one user "
-            "per conversation, one chat per session, the same vectors) and searched by "
-            "that user through `memory.search_messages`."
-            if has_messages
-            else ""
-        ),
+        f"counted as the fact it duplicates: {refused} were; namespaces of "
+        f"{min(sizes):,}{DASH}{max(sizes):,} facts; saved at {saved} facts/s). The same turns "
+        "are indexed as messages (`memory.index_message`: one user per conversation, one "
+        "chat per session, the same vectors) and searched by that user through "
+        "`memory.search_messages`.",
         "",
         "R@k = 1 when any evidence turn of the question is among the top k. Each search "
         "runs in three modes: hybrid (the defaults: RRF of the cosine and full-text lists, "
@@ -874,54 +682,51 @@ def markdown(results: dict[str, Any]) -> str:
         recall_table(r),
         "",
         (
-            f"Search rows: median (min..max) of {r['repeat']} indexings into fresh databases "
+            f"Search rows: median (min..max) of {c['repeat']} indexings into fresh databases "
             "(fact ids are random uuids and break score ties); "
-            if r["repeat"] > 1
+            if c["repeat"] > 1
             else "Search rows: one indexing (fact ids are random uuids and break score ties: "
             "text-only figures move between indexings); "
         )
-        + "baselines and per-category figures: the first indexing"
-        + (" (" + " / ".join(f"{n:,}" for n in cats.values()) + " questions)." if cats else "."),
+        + "baselines and per-category figures: the first indexing ("
+        + " / ".join(f"{n:,}" for n in c["questions_by_category"].values())
+        + " questions).",
         "",
-        f"![LoCoMo R@1/5/10](../bench/results/{name}-recall.png)",
+        f"![LoCoMo R@1/5/10](../bench/results/locomo{'-quick' if r['quick'] else ''}-recall.png)",
         "",
         "Search latency on these namespaces (exact scans: each is under "
         "`exact_search_max_rows`), over all indexings:",
         "",
-        latency_table(r),
+        table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], latency),
     ]
-    rec = r["recall"]
-    if "hybrid" in rec and "text-only" in rec:
-        notes = []
-        for k in (1, 5):
-            h, t = rec["hybrid"][f"R@{k}"], rec["text-only"][f"R@{k}"]
-            if (h["min"] <= t["max"] and t["min"] <= h["max"]) or h["median"] <= t["median"]:
-                notes.append(f"R@{k} ({_cell(h)} vs {_cell(t)})")
-        if notes:
-            out += [
-                "",
-                "Hybrid does not clearly beat text-only at "
-                + " and ".join(notes)
-                + ": fusing in the weaker vector list adds recall deeper in the list, "
-                "not at the top.",
-            ]
-    if r.get("diagnosis"):
-        out += _diagnosis_md(r["diagnosis"])
+    rec = {row["method"]: row for row in t["recall"]}
+    notes = []
+    for k in (1, 5):
+        h, x = rec["hybrid"][f"R@{k}"], rec["text-only"][f"R@{k}"]
+        if (h["min"] <= x["max"] and x["min"] <= h["max"]) or h["median"] <= x["median"]:
+            notes.append(f"R@{k} ({_cell(h)} vs {_cell(x)})")
+    if notes:
+        out += [
+            "",
+            "Hybrid does not clearly beat text-only at "
+            + " and ".join(notes)
+            + ": fusing in the weaker vector list adds recall deeper in the list, "
+            "not at the top.",
+        ]
+    if t.get("diagnosis"):
+        out += _diagnosis_md(r)
     out += [
         "",
-        f"Reproduce: `.venv/bin/python -m bench.locomo{' --quick' if quick else ''}`"
-        + (" (one indexing, no diagnosis)." if quick else " (3 indexings and the diagnosis)."),
+        f"Reproduce: `.venv/bin/python -m bench.locomo{' --quick' if r['quick'] else ''}`"
+        + (" (one indexing, no diagnosis)." if r["quick"] else " (3 indexings and the diagnosis)."),
     ]
     return "\n".join(out)
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
+def figure(plt: Any, r: Result) -> Any:
     """R@1/5/10 per method: search_facts and search_messages modes (median, min..max of the
     indexings) beside the baselines."""
-    plt = pyplot()
-    if plt is None:
-        return
-    methods = _methods(results)
+    c, rows = r["config"], r["tables"]["recall"]
     short = {
         "hybrid": "search_facts\nhybrid",
         "vector-only": "search_facts\nvector-only",
@@ -935,36 +740,33 @@ def plot(results: dict[str, Any], path: Path) -> None:
     width = 0.27
     colors = {1: "#c6dbef", 5: "#6baed6", 10: "#2171b5"}
     for i, k in enumerate(KS):
-        vals = [rec[f"R@{k}"] for _, _, rec in methods]
-        med = [_median(v) for v in vals]
-        err = [
-            [_median(v) - (v["min"] if isinstance(v, dict) else v) for v in vals],
-            [(v["max"] if isinstance(v, dict) else v) - _median(v) for v in vals],
-        ]
-        xs = [j + (i - 1) * width for j in range(len(methods))]
+        vals = [row[f"R@{k}"] for row in rows]
+        stats = [v if isinstance(v, dict) else {"median": v, "min": v, "max": v} for v in vals]
+        med = [s["median"] for s in stats]
+        err = [[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]]
+        xs = [j + (i - 1) * width for j in range(len(rows))]
         ax.bar(xs, med, width, yerr=err, capsize=2, label=f"R@{k}", color=colors[k])
         if k == 10:
             for x, m in zip(xs, med, strict=True):
                 ax.text(x, m + 0.01, f"{m:.2f}", ha="center", va="bottom", fontsize=7)
     ax.axhline(TARGET_R10, color="grey", linestyle="--", linewidth=1)
     ax.text(-0.45, TARGET_R10 + 0.01, f"R@10 target {TARGET_R10}", ha="left", fontsize=8)
-    n_search = sum(1 for key, _, _ in methods if key in MODES or key in MESSAGE_MODES)
-    if 0 < n_search < len(methods):
-        ax.axvline(n_search - 0.5, color="black", linewidth=0.6)
-    ax.set_xticks(range(len(methods)), [short.get(key, key) for key, _, _ in methods], fontsize=8)
+    ax.axvline(len(SEARCHED) - 0.5, color="black", linewidth=0.6)
+    ax.set_xticks(
+        range(len(rows)), [short.get(row["method"], row["method"]) for row in rows], fontsize=8
+    )
     ax.set_ylim(0, 1)
     ax.set_ylabel("recall (any evidence turn in the top k)")
     ax.set_title(
-        f"LoCoMo, {results['questions']} questions (categories 1{DASH}4); search: "
-        + (
-            f"median (min..max) of {results['repeat']} indexings"
-            if results["repeat"] > 1
-            else "one indexing"
-        )
+        f"LoCoMo, {c['questions']} questions (categories 1{DASH}4); search: "
+        + (f"median (min..max) of {c['repeat']} indexings" if c["repeat"] > 1 else "one indexing")
     )
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1, 0.93))
-    save_figure(fig, path)
+    return fig
+
+
+FIGURES = {"-recall": figure}
 
 
 if __name__ == "__main__":

@@ -29,14 +29,12 @@ Loaded with binary COPY as the superuser; the indexes are built after loading.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,16 +42,21 @@ import psycopg
 from bench._common import (
     DIMENSIONS,
     ORG,
-    RESULTS_DIR,
+    Result,
+    Row,
     create_database,
     embedded_server,
+    error_bars,
+    medians,
+    new_result,
+    options,
     percentile,
-    pyplot,
-    save_figure,
+    save,
     server_versions,
-    summary,
+    spread,
+    stat,
     table,
-    write_results,
+    timed,
 )
 from pgvector.psycopg import register_vector
 
@@ -72,6 +75,9 @@ SEARCH_SETTINGS = {  # what memory.search_facts sets for itself (70_search.sql)
     "hnsw.ef_search": "800",
     "hnsw.max_scan_tuples": "100000",
 }
+# The HNSW branch with the index forced: a sort disabled leaves the btree + sort
+# plan out, so the planner walks the HNSW index (checked with EXPLAIN).
+FORCE_HNSW = {**SEARCH_SETTINGS, "enable_sort": "off", "enable_seqscan": "off"}
 
 EXACT = """
     SELECT id FROM memory.facts
@@ -125,10 +131,24 @@ HNSW_ONLY_NAME = "plain query, HNSW index only"
 LANGGRAPH_NAME = "LangGraph PostgresStore.search"
 METHODS = (*MODES, PLAIN_NAME, HNSW_ONLY_NAME, LANGGRAPH_NAME)
 VECTOR_METHODS = ("search_facts vector-only", PLAIN_NAME, HNSW_ONLY_NAME, LANGGRAPH_NAME)
+LADDER_KINDS = ("exact", "hnsw_forced", "search_exact", "search_hnsw", "search_shipped")
+SYLLABLES = (
+    *("ka", "lo", "mi", "ne", "su", "ta", "ri", "po"),
+    *("ve", "da", "gu", "ho", "zi", "be", "fa", "ju"),
+)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _word(i: int) -> str:
+    out = []
+    i += 16 * 16  # at least three syllables
+    while i:
+        i, r = divmod(i, len(SYLLABLES))
+        out.append(SYLLABLES[r])
+    return "".join(out)
 
 
 def zipf_sizes(n_facts: int, n_users: int, s: float = ZIPF_S) -> list[int]:
@@ -136,10 +156,9 @@ def zipf_sizes(n_facts: int, n_users: int, s: float = ZIPF_S) -> list[int]:
     weights = 1.0 / np.arange(1, n_users + 1) ** s
     sizes = np.maximum(1, np.floor(n_facts * weights / weights.sum())).astype(int)
     diff = n_facts - int(sizes.sum())
-    if diff >= 0:  # the rounding remainder goes to the head, one each
-        sizes[:diff] += 1
-    else:
+    if diff < 0:
         raise SystemExit("too many users for this many facts")
+    sizes[:diff] += 1  # the rounding remainder goes to the head, one each
     return [int(x) for x in sizes]
 
 
@@ -170,12 +189,11 @@ class Corpus:
         tiny = tiny[:: max(1, len(tiny) // 100)][:100]
 
         def near(target: int) -> list[int]:
-            users = [
+            return [
                 int(u)
                 for u in np.argsort(np.abs(sizes - target), kind="stable")[:20]
                 if u not in huge and abs(sizes[u] - target) <= 0.3 * target
             ]
-            return users
 
         groups = {"tiny": tiny, "medium": near(1_000), "large": near(10_000), "huge": huge}
         return {k: v for k, v in groups.items() if v}
@@ -204,29 +222,14 @@ class Corpus:
         return self._vectors(self.query_rng, user, 1)[0], self._texts(self.query_rng, 1, 6)[0]
 
 
-_SYLLABLES = [
-    *("ka", "lo", "mi", "ne", "su", "ta", "ri", "po"),
-    *("ve", "da", "gu", "ho", "zi", "be", "fa", "ju"),
-]
-
-
-def _word(i: int) -> str:
-    out = []
-    i += 16 * 16  # at least three syllables
-    while i:
-        i, r = divmod(i, len(_SYLLABLES))
-        out.append(_SYLLABLES[r])
-    return "".join(out)
-
-
 def langgraph_config(vectors: dict[str, np.ndarray]) -> dict[str, Any]:
     """PostgresStore's index config, default ANN settings; "embedding" a query text
     looks its vector up (the bench's queries are precomputed)."""
-
-    def embed(texts: list[str]) -> list[list[float]]:
-        return [vectors[t].tolist() for t in texts]
-
-    return {"dims": DIMENSIONS, "embed": embed, "fields": ["text"]}
+    return {
+        "dims": DIMENSIONS,
+        "embed": lambda texts: [vectors[t].tolist() for t in texts],
+        "fields": ["text"],
+    }
 
 
 def load(conn: psycopg.Connection, dsn: str, corpus: Corpus) -> dict[str, float]:
@@ -237,33 +240,31 @@ def load(conn: psycopg.Connection, dsn: str, corpus: Corpus) -> dict[str, float]
     timings: dict[str, float] = {}
     with PostgresStore.from_conn_string(dsn, index=langgraph_config({})) as store:
         store.setup()  # LangGraph's own migrations: tables and HNSW index
+    indexes = [
+        "memory.facts_embedding_idx",
+        "memory.facts_search_idx",
+        "store_vectors_embedding_idx",
+    ]
     index_defs = [
         r[0]
         for r in conn.execute(
             "SELECT pg_get_indexdef(indexrelid) FROM pg_index "
-            "WHERE indexrelid::regclass::text IN ('memory.facts_embedding_idx', "
-            "'memory.facts_search_idx', 'store_vectors_embedding_idx')"
+            "WHERE indexrelid::regclass::text = ANY(%s)",
+            (indexes,),
         ).fetchall()
     ]
-    conn.execute(
-        "DROP INDEX memory.facts_embedding_idx, memory.facts_search_idx, store_vectors_embedding_idx"
-    )
+    conn.execute(f"DROP INDEX {', '.join(indexes)}")
     t0 = time.perf_counter()
     conn.execute(
         "CREATE UNLOGGED TABLE bench_staging (owner uuid, content text, embedding vector(384))"
     )
-    with (
-        conn.cursor() as cur,
-        cur.copy(
-            "COPY bench_staging (owner, content, embedding) FROM STDIN (FORMAT BINARY)"
-        ) as copy,
-    ):
+    copy_sql = "COPY bench_staging (owner, content, embedding) FROM STDIN (FORMAT BINARY)"
+    with conn.cursor() as cur, cur.copy(copy_sql) as copy:
         copy.set_types(["uuid", "text", "vector"])
         for user, owner in enumerate(corpus.owners):
             vecs, texts = corpus.facts(user)
-            owner_id = uuid.UUID(owner)
             for v, t in zip(vecs, texts, strict=True):
-                copy.write_row((owner_id, t, v))
+                copy.write_row((uuid.UUID(owner), t, v))
     timings["generate_and_copy_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     conn.execute(
@@ -283,31 +284,24 @@ def load(conn: psycopg.Connection, dsn: str, corpus: Corpus) -> dict[str, float]
     timings["insert_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     # LangGraph: namespace ("users", owner) is prefix 'users.<owner>'; key = the fact's id.
-    conn.execute(
-        "INSERT INTO store (prefix, key, value) "
-        "SELECT 'users.' || n.owner_id, f.id::text, jsonb_build_object('text', f.content) "
-        "FROM memory.facts f JOIN memory.namespaces n ON n.id = f.namespace_id ORDER BY f.ctid"
-    )
-    conn.execute(
-        "INSERT INTO store_vectors (prefix, key, field_name, embedding) "
-        "SELECT 'users.' || n.owner_id, f.id::text, 'text', f.embedding "
-        "FROM memory.facts f JOIN memory.namespaces n ON n.id = f.namespace_id ORDER BY f.ctid"
-    )
+    for table_name, columns, values in (
+        ("store", "prefix, key, value", "jsonb_build_object('text', f.content)"),
+        ("store_vectors", "prefix, key, field_name, embedding", "'text', f.embedding"),
+    ):
+        conn.execute(
+            f"INSERT INTO {table_name} ({columns}) SELECT 'users.' || n.owner_id, f.id::text, {values} "
+            "FROM memory.facts f JOIN memory.namespaces n ON n.id = f.namespace_id ORDER BY f.ctid"
+        )
     timings["langgraph_insert_s"] = time.perf_counter() - t0
     for table_name in ("memory.facts", "memory.namespaces", "store", "store_vectors"):
         conn.execute(f"VACUUM ANALYZE {table_name}")
     conn.execute("SET maintenance_work_mem = '4GB'")
     conn.execute("SET max_parallel_maintenance_workers = 1")  # leader + 1 worker on 2 cores
     for d in index_defs:
-        t0 = time.perf_counter()
         print(f"  {d[:90]} ...", flush=True)
-        conn.execute(d.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
-        key = (
-            "langgraph_hnsw_build_s"
-            if "store_vectors" in d
-            else ("hnsw_build_s" if "hnsw" in d else "gin_build_s")
-        )
-        timings[key] = time.perf_counter() - t0
+        _, seconds = timed(conn.execute, d.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+        kind = "langgraph_hnsw" if "store_vectors" in d else ("hnsw" if "hnsw" in d else "gin")
+        timings[f"{kind}_build_s"] = seconds
     conn.execute("RESET maintenance_work_mem")
     conn.execute("RESET max_parallel_maintenance_workers")
     for table_name in ("memory.facts", "store", "store_vectors"):
@@ -325,123 +319,21 @@ def overlap(got: list, exact: list) -> float:
     return len(set(got) & set(exact)) / len(exact) if exact else 1.0
 
 
-def timed(conn: psycopg.Connection, sql: str, params: dict) -> tuple[list, float]:
-    t = time.perf_counter()
-    rows = conn.execute(sql, params).fetchall()
-    return [r[0] for r in rows], time.perf_counter() - t
+def ids(conn: psycopg.Connection, sql: str, params: dict) -> tuple[list, float]:
+    """The ids a query returns, and the seconds it took."""
+    rows, seconds = timed(lambda: conn.execute(sql, params).fetchall())
+    return [r[0] for r in rows], seconds
 
 
 def plan_of(conn: psycopg.Connection, sql: str, params: dict) -> str:
     """The access path of a plan, in a few words."""
-    rows = conn.execute("EXPLAIN (COSTS OFF) " + sql, params).fetchall()
-    text = " ".join(r[0] for r in rows)
-    for name in (
-        "facts_embedding_idx",
-        "store_vectors_embedding_idx",
-        "facts_live_idx",
-        "store_prefix_idx",
-        "store_pkey",
-        "facts_pkey",
-    ):
+    text = " ".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + sql, params).fetchall())
+    indexes = ("facts_embedding_idx", "store_vectors_embedding_idx", "facts_live_idx")
+    for name in (*indexes, "store_prefix_idx", "store_pkey", "facts_pkey"):
         if name in text:
             kind = "Index Only Scan" if "Index Only Scan" in text else "Index Scan"
-            if "Bitmap" in text:
-                kind = "Bitmap Heap Scan"
-            return f"{kind} on {name}"
+            return f"{'Bitmap Heap Scan' if 'Bitmap' in text else kind} on {name}"
     return "Seq Scan" if "Seq Scan" in text else text[:80]
-
-
-class Query:
-    """One query of a group: its user, vector, text and exact answer."""
-
-    def __init__(self, corpus: Corpus, conn: psycopg.Connection, user: int, i: int) -> None:
-        self.user = user
-        self.owner = corpus.owners[user]
-        self.ns = ns_id(conn, self.owner)
-        self.vector, self.text = corpus.query(user)
-        self.key = f"q{user}-{i}"  # the text LangGraph "embeds"
-        self.exact, _ = timed(conn, EXACT, {"org": ORG, "ns": self.ns, "q": self.vector, "k": K})
-        self.exact = [str(x) for x in self.exact]
-
-
-def run_method(
-    method: str, q: Query, conn: psycopg.Connection, store: Any
-) -> tuple[list[str], float]:
-    """One search by `method`: the ids returned and the seconds it took."""
-    if method in MODES:
-        opts, with_vector, with_text = MODES[method]
-        params = {
-            "org": ORG,
-            "text": q.text if with_text else "",
-            "qa": q.vector.tolist() if with_vector else None,
-            "ns_json": json.dumps({"scope": "user", "owner_id": q.owner}),
-            "opts": json.dumps(opts),
-        }
-        got, dt = timed(conn, SEARCH, params)
-    elif method == PLAIN_NAME:
-        got, dt = timed(conn, PLAIN, {"ns": q.ns, "q": q.vector})
-    elif method == HNSW_ONLY_NAME:
-        got, dt = timed(conn, PLAIN_HNSW_ONLY, {"ns": q.ns, "q": q.vector})
-    else:
-        t = time.perf_counter()
-        items = store.search(("users", q.owner), query=q.key, limit=K)
-        dt = time.perf_counter() - t
-        got = [item.key for item in items]
-    return [str(x) for x in got], dt
-
-
-def measure_groups(
-    conn: psycopg.Connection, store: Any, corpus: Corpus, queries: list[Query], rounds: int
-) -> dict[str, Any]:
-    """Every method on every group's queries, rounds outermost (a burst of load on a
-    noisy machine hits every method): p50/p95 per round, rows, recall@10 vs exact."""
-    out: dict[str, Any] = {}
-    for name in corpus.groups:
-        qs = [q for q in queries if q.user in corpus.groups[name]]
-        p50s: dict[str, list[float]] = {m: [] for m in METHODS}
-        p95s: dict[str, list[float]] = {m: [] for m in METHODS}
-        recalls: dict[str, list[float]] = {m: [] for m in METHODS}
-        rows: dict[str, list[int]] = {m: [] for m in METHODS}
-        complete: dict[str, list[bool]] = {m: [] for m in METHODS}  # min(k, size) rows back
-        for _ in range(rounds):
-            for method in METHODS:
-                lat = []
-                for q in qs:
-                    got, dt = run_method(method, q, conn, store)
-                    lat.append(1000 * dt)
-                    rows[method].append(len(got))
-                    complete[method].append(len(got) == min(K, corpus.sizes[q.user]))
-                    recalls[method].append(overlap(got, q.exact))
-                p50s[method].append(statistics.median(lat))
-                p95s[method].append(percentile(lat, 95))
-        q0 = qs[0]
-        res: dict[str, Any] = {
-            "label": corpus.group_label(name),
-            "sizes": [corpus.sizes[u] for u in corpus.groups[name]],
-            "queries": len(qs),
-            "plans": {
-                PLAIN_NAME: plan_of(conn, PLAIN, {"ns": q0.ns, "q": q0.vector}),
-                HNSW_ONLY_NAME: plan_of(conn, PLAIN_HNSW_ONLY, {"ns": q0.ns, "q": q0.vector}),
-                LANGGRAPH_NAME: plan_of(
-                    conn,
-                    LANGGRAPH_EXPLAIN,
-                    {"prefix": f"users.{q0.owner}", "like": f"users.{q0.owner}.%", "q": q0.vector},
-                ),
-            },
-        }
-        for m in METHODS:
-            res[m] = {
-                "p50_ms": summary(p50s[m]),
-                "p95_ms": summary(p95s[m]),
-                "rows_min": min(rows[m]),
-                "rows_mean": statistics.fmean(rows[m]),
-                "complete": statistics.fmean(complete[m]),
-                "recall_at_10": statistics.fmean(recalls[m]),
-                "recall_at_10_min": min(recalls[m]),
-            }
-        out[name] = res
-        print(f"  {res['label']}: done", flush=True)
-    return out
 
 
 @contextmanager
@@ -453,9 +345,99 @@ def local_settings(conn: psycopg.Connection, settings: dict[str, str]) -> Iterat
         yield
 
 
-# The HNSW branch with the index forced: a sort disabled leaves the btree + sort
-# plan out, so the planner walks the HNSW index (checked with EXPLAIN).
-FORCE_HNSW = {**SEARCH_SETTINGS, "enable_sort": "off", "enable_seqscan": "off"}
+class Query:
+    """One query of a group: its user, vector, text and exact answer."""
+
+    def __init__(self, corpus: Corpus, conn: psycopg.Connection, user: int, i: int) -> None:
+        self.user = user
+        self.owner = corpus.owners[user]
+        self.ns = ns_id(conn, self.owner)
+        self.vector, self.text = corpus.query(user)
+        self.key = f"q{user}-{i}"  # the text LangGraph "embeds"
+        exact, _ = ids(conn, EXACT, {"org": ORG, "ns": self.ns, "q": self.vector, "k": K})
+        self.exact = [str(x) for x in exact]
+
+
+def _search_params(owner: str, text: str, vector: np.ndarray | None, opts: dict) -> dict[str, Any]:
+    qa = None if vector is None else vector.tolist()
+    ns_json = json.dumps({"scope": "user", "owner_id": owner})
+    return {"org": ORG, "text": text, "qa": qa, "ns_json": ns_json, "opts": json.dumps(opts)}
+
+
+def run_method(
+    method: str, q: Query, conn: psycopg.Connection, store: Any
+) -> tuple[list[str], float]:
+    """One search by `method`: the ids returned and the seconds it took."""
+    if method in MODES:
+        opts, with_vector, with_text = MODES[method]
+        params = _search_params(
+            q.owner, q.text if with_text else "", q.vector if with_vector else None, opts
+        )
+        got, dt = ids(conn, SEARCH, params)
+    elif method in (PLAIN_NAME, HNSW_ONLY_NAME):
+        got, dt = ids(
+            conn, PLAIN if method == PLAIN_NAME else PLAIN_HNSW_ONLY, {"ns": q.ns, "q": q.vector}
+        )
+    else:
+        items, dt = timed(lambda: store.search(("users", q.owner), query=q.key, limit=K))
+        got = [item.key for item in items]
+    return [str(x) for x in got], dt
+
+
+def measure_groups(
+    conn: psycopg.Connection, store: Any, corpus: Corpus, queries: list[Query], rounds: int
+) -> tuple[list[Row], list[Row]]:
+    """Every method on every group's queries, rounds outermost (a burst of load on a
+    noisy machine hits every method): p50/p95 per round, rows, recall@10 vs exact."""
+    groups, methods = [], []
+    for name, users in corpus.groups.items():
+        qs = [q for q in queries if q.user in users]
+        samples: dict[str, dict[str, list]] = {m: {} for m in METHODS}
+        for _ in range(rounds):
+            for method in METHODS:
+                s, lat = samples[method], []
+                for q in qs:
+                    got, dt = run_method(method, q, conn, store)
+                    lat.append(1000 * dt)
+                    s.setdefault("rows", []).append(len(got))
+                    s.setdefault("complete", []).append(len(got) == min(K, corpus.sizes[q.user]))
+                    s.setdefault("recall", []).append(overlap(got, q.exact))
+                s.setdefault("p50", []).append(statistics.median(lat))
+                s.setdefault("p95", []).append(percentile(lat, 95))
+        q0 = qs[0]
+        plain = {"ns": q0.ns, "q": q0.vector}
+        langgraph = {"prefix": f"users.{q0.owner}", "like": f"users.{q0.owner}.%", "q": q0.vector}
+        plans = {
+            PLAIN_NAME: plan_of(conn, PLAIN, plain),
+            HNSW_ONLY_NAME: plan_of(conn, PLAIN_HNSW_ONLY, plain),
+            LANGGRAPH_NAME: plan_of(conn, LANGGRAPH_EXPLAIN, langgraph),
+        }
+        label = corpus.group_label(name)
+        groups.append(
+            {
+                "group": name,
+                "label": label,
+                "sizes": [corpus.sizes[u] for u in users],
+                "queries": len(qs),
+            }
+        )
+        for m, s in samples.items():
+            methods.append(
+                {
+                    "group": name,
+                    "method": m,
+                    "plan": plans.get(m),
+                    "p50_ms": stat(s["p50"]),
+                    "p95_ms": stat(s["p95"]),
+                    "rows_min": min(s["rows"]),
+                    "rows_mean": statistics.fmean(s["rows"]),
+                    "complete": statistics.fmean(s["complete"]),
+                    "recall_at_10": statistics.fmean(s["recall"]),
+                    "recall_at_10_min": min(s["recall"]),
+                }
+            )
+        print(f"  {label}: done", flush=True)
+    return groups, methods
 
 
 def ladder_users(corpus: Corpus) -> dict[int, int]:
@@ -470,29 +452,27 @@ def ladder_users(corpus: Corpus) -> dict[int, int]:
     return dict(sorted(out.items()))
 
 
-def measure_ladder(conn: psycopg.Connection, corpus: Corpus, rounds: int, queries: int) -> dict:
+def measure_ladder(
+    conn: psycopg.Connection, corpus: Corpus, rounds: int, queries: int
+) -> list[Row]:
     """By namespace size: the exact scan and the HNSW index forced (search settings)
     at search_facts' list depth 40; search_facts end to end (vector only) with
     exact_search_max_rows forced each way and as shipped, with recall@10."""
-    out: dict[int, Any] = {}
+    out = []
     for size, u in ladder_users(corpus).items():
         ns = ns_id(conn, corpus.owners[u])
-        ns_json = json.dumps({"scope": "user", "owner_id": corpus.owners[u]})
         qs = [corpus.query(u)[0] for _ in range(queries)]
-        exact = [timed(conn, EXACT, {"org": ORG, "ns": ns, "q": v, "k": 40})[0] for v in qs]
-        kinds = ("exact", "hnsw_forced", "search_exact", "search_hnsw", "search_shipped")
-        ms: dict[str, list[float]] = {k: [] for k in (*kinds, "small_set")}
-        recall: dict[str, list[float]] = {k: [] for k in kinds}
+        exact = [ids(conn, EXACT, {"org": ORG, "ns": ns, "q": v, "k": 40})[0] for v in qs]
+        ms: dict[str, list[float]] = {k: [] for k in (*LADDER_KINDS, "small_set")}
+        recall: dict[str, list[float]] = {k: [] for k in LADDER_KINDS if k != "exact"}
         for _ in range(rounds):
             lat: dict[str, list[float]] = {k: [] for k in ms}
             for i, vec in enumerate(qs):
                 p = {"org": ORG, "ns": ns, "q": vec, "k": 40}  # search_facts' list depth
-                got, dt = timed(conn, EXACT, p)
-                lat["exact"].append(dt)
-                _r, dt = timed(conn, SMALL_SET, p)
-                lat["small_set"].append(dt)
+                lat["exact"].append(ids(conn, EXACT, p)[1])
+                lat["small_set"].append(ids(conn, SMALL_SET, p)[1])
                 with local_settings(conn, FORCE_HNSW):
-                    got, dt = timed(conn, HNSW, p)
+                    got, dt = ids(conn, HNSW, p)
                 lat["hnsw_forced"].append(dt)
                 recall["hnsw_forced"].append(overlap(got[:10], exact[i][:10]))
             for how, limit in (
@@ -504,55 +484,89 @@ def measure_ladder(conn: psycopg.Connection, corpus: Corpus, rounds: int, querie
                     "SELECT memory.configure('exact_search_max_rows', %s::jsonb)", (limit,)
                 )
                 for i, vec in enumerate(qs):
-                    params = {
-                        "org": ORG,
-                        "text": "",  # no lexemes: the vector path alone
-                        "qa": vec.tolist(),
-                        "ns_json": ns_json,
-                        "opts": "{}",
-                    }
-                    got, dt = timed(conn, SEARCH, params)
+                    # No query text, so no lexemes: the vector path alone.
+                    got, dt = ids(conn, SEARCH, _search_params(corpus.owners[u], "", vec, {}))
                     lat[how].append(dt)
                     recall[how].append(overlap(got, exact[i][:10]))
             conn.execute("SELECT memory.configure('exact_search_max_rows', NULL)")
             for k, v in lat.items():
                 ms[k].append(1000 * statistics.median(v))
-        out[size] = {
-            **{f"{k}_p50_ms": summary(v) for k, v in ms.items()},
-            **{f"{k}_recall_at_10": statistics.fmean(v) for k, v in recall.items() if v},
-        }
+        out.append(
+            {
+                "facts": size,
+                **{f"{k}_p50_ms": stat(v) for k, v in ms.items()},
+                **{f"{k}_recall_at_10": statistics.fmean(v) for k, v in recall.items()},
+            }
+        )
         print(f"  ladder {size:,}: done", flush=True)
     return out
 
 
-def measure_ef_search(conn: psycopg.Connection, corpus: Corpus, rounds: int, queries: int) -> dict:
+def measure_ef_search(
+    conn: psycopg.Connection, corpus: Corpus, rounds: int, queries: int
+) -> list[Row]:
     """The HNSW index forced on the largest namespace at several hnsw.ef_search values
     (the rest as search_facts sets it): what a higher ef_search buys in recall."""
     ns = ns_id(conn, corpus.owners[0])
     qs = [corpus.query(0)[0] for _ in range(queries)]
-    exact = [timed(conn, EXACT, {"org": ORG, "ns": ns, "q": v, "k": 10})[0] for v in qs]
+    exact = [ids(conn, EXACT, {"org": ORG, "ns": ns, "q": v, "k": 10})[0] for v in qs]
     values = (40, 100, 200, 400, 800)
     lat: dict[int, list[float]] = {ef: [] for ef in values}
     recall: dict[int, list[float]] = {ef: [] for ef in values}
     for _ in range(rounds):
         for ef in values:
-            settings = {**FORCE_HNSW, "hnsw.ef_search": str(ef)}
             times = []
             for i, vec in enumerate(qs):
-                with local_settings(conn, settings):
-                    got, dt = timed(conn, HNSW, {"org": ORG, "ns": ns, "q": vec, "k": 40})
+                with local_settings(conn, {**FORCE_HNSW, "hnsw.ef_search": str(ef)}):
+                    got, dt = ids(conn, HNSW, {"org": ORG, "ns": ns, "q": vec, "k": 40})
                 times.append(dt)
                 recall[ef].append(overlap(got[:10], exact[i]))
             lat[ef].append(1000 * statistics.median(times))
-    return {
-        ef: {"p50_ms": summary(lat[ef]), "recall_at_10": statistics.fmean(recall[ef])}
+    return [
+        {"ef_search": ef, "p50_ms": stat(lat[ef]), "recall_at_10": statistics.fmean(recall[ef])}
         for ef in values
-    }
+    ]
+
+
+def measure(
+    result: Result, conn: psycopg.Connection, dsn: str, corpus: Corpus, queries: int
+) -> None:
+    from langgraph.store.postgres import PostgresStore
+
+    rounds, tables = result["config"]["rounds"], result["tables"]
+    for _ in range(3):  # warm the caches: every index read once
+        for u in (0, 1, *corpus.groups.get("medium", [])[:2]):
+            params = {
+                "org": ORG,
+                "ns": ns_id(conn, corpus.owners[u]),
+                "q": corpus.query(u)[0],
+                "k": 10,
+            }
+            ids(conn, EXACT, params)
+    qs = [
+        Query(corpus, conn, users[i % len(users)], i)
+        for users in corpus.groups.values()
+        for i in range(queries)
+    ]
+    with PostgresStore.from_conn_string(
+        dsn, index=langgraph_config({q.key: q.vector for q in qs})
+    ) as store:
+        print("namespace groups ...", flush=True)
+        tables["groups"], tables["methods"] = measure_groups(conn, store, corpus, qs, rounds)
+    # Without the partial index's predicate: a few queries once (each scans the table).
+    params = {"ns": qs[0].ns, "q": qs[0].vector}
+    lat = [1000 * ids(conn, PLAIN_AS_WRITTEN, params)[1] for _ in range(5)]
+    tables["plain_as_written"] = [
+        {"plan": plan_of(conn, PLAIN_AS_WRITTEN, params), "p50_ms": statistics.median(lat)}
+    ]
+    print("ladder ...", flush=True)
+    tables["ladder"] = measure_ladder(conn, corpus, rounds, max(20, queries // 4))
+    print("ef_search ...", flush=True)
+    tables["ef_search"] = measure_ef_search(conn, corpus, rounds, max(20, queries // 4))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="100,000 facts over 5,000 users")
+    ap = options(__doc__, "100,000 facts over 5,000 users")
     ap.add_argument("--facts", type=int)
     ap.add_argument("--users", type=int)
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds (median and spread)")
@@ -567,279 +581,150 @@ def main() -> None:
     args = ap.parse_args()
     n_facts = args.facts or (100_000 if args.quick else 1_000_000)
     n_users = args.users or (5_000 if args.quick else 20_000)
-
     corpus = Corpus(n_facts, n_users)
-    results: dict[str, Any] = {
-        "facts": n_facts,
-        "users": n_users,
-        "rounds": args.rounds,
-        "queries": args.queries,
-        "layout": {
-            "zipf_s": ZIPF_S,
-            "largest": corpus.sizes[:5],
-            "median": int(statistics.median(corpus.sizes)),
-            "users_at_most_20": sum(1 for s in corpus.sizes if s <= 20),
-        },
-        "server_settings_set": SERVER_SETTINGS,
+    layout = {
+        "zipf_s": ZIPF_S,
+        "largest": corpus.sizes[:5],
+        "median": int(statistics.median(corpus.sizes)),
+        "users_at_most_20": sum(1 for s in corpus.sizes if s <= 20),
     }
+    result = new_result(
+        "search",
+        args.quick,
+        facts=n_facts,
+        users=n_users,
+        rounds=args.rounds,
+        queries=args.queries,
+        layout=layout,
+        server_settings_set=SERVER_SETTINGS,
+    )
+    env, tables = result["environment"], result["tables"]
     with embedded_server("search", keep=args.keep, settings=SERVER_SETTINGS) as srv:
         dbname = f"search_{n_facts}_{n_users}"
-        with psycopg.connect(srv.dsn(), autocommit=True) as conn:
-            loaded = conn.execute(
-                "SELECT FROM pg_database WHERE datname = %s", (dbname,)
-            ).fetchone()
-        reuse = args.keep and loaded is not None
-        if reuse:
-            with psycopg.connect(srv.dsn(dbname)) as conn:
-                has_sig = conn.execute(
-                    "SELECT to_regclass('public.bench_corpus') IS NOT NULL"
-                ).fetchone()[0]
-                sig = conn.execute("SELECT sig FROM bench_corpus").fetchone() if has_sig else None
-                reuse = sig is not None and sig[0] == corpus.signature
-        dsn = srv.dsn(dbname) if reuse else create_database(srv, dbname)
-        results["versions"] = server_versions(dsn)
+        load_row = None
+        if args.keep:  # the tables of an earlier --keep run, if they hold this corpus
+            with psycopg.connect(srv.dsn(), autocommit=True) as conn:
+                found = conn.execute(
+                    "SELECT FROM pg_database WHERE datname = %s", (dbname,)
+                ).fetchone()
+            if found is not None:
+                with psycopg.connect(srv.dsn(dbname)) as conn:
+                    if conn.execute("SELECT to_regclass('public.bench_corpus')").fetchone()[0]:
+                        sig, load_row = conn.execute(
+                            "SELECT sig, load FROM bench_corpus"
+                        ).fetchone()
+                        load_row = load_row if sig == corpus.signature else None
+        dsn = srv.dsn(dbname) if load_row is not None else create_database(srv, dbname)
+        env["versions"] = server_versions(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
             register_vector(conn)
             # Plan every query afresh: a prepared statement's generic plan would ignore the
             # settings each measurement makes (enable_sort, hnsw.*).
             conn.prepare_threshold = None
-            results["server_settings"] = {
-                k: conn.execute(f"SHOW {k}").fetchone()[0]
-                for k in ("shared_buffers", "work_mem", "effective_cache_size", "jit")
-            }
-            if reuse:
+            names = ("shared_buffers", "work_mem", "effective_cache_size", "jit")
+            env["server_settings"] = {k: conn.execute(f"SHOW {k}").fetchone()[0] for k in names}
+            if load_row is not None:
                 print(f"reusing the loaded tables of {dbname} (--keep)")
+                conn.execute("SELECT memory.configure('exact_search_max_rows', NULL)")
             else:
                 print(f"loading {n_facts:,} facts of {n_users:,} users ...", flush=True)
-                results["load"] = load(conn, dsn, corpus)
+                load_row = load(conn, dsn, corpus)
                 conn.execute("CREATE TABLE bench_corpus (sig text, load jsonb)")
                 conn.execute(
                     "INSERT INTO bench_corpus VALUES (%s, %s)",
-                    (corpus.signature, json.dumps(results["load"])),
+                    (corpus.signature, json.dumps(load_row)),
                 )
-                print(" ".join(f"{k} {v:.1f}" for k, v in results["load"].items()), flush=True)
-            if reuse:
-                results["load"] = conn.execute("SELECT load FROM bench_corpus").fetchone()[0]
-                conn.execute("SELECT memory.configure('exact_search_max_rows', NULL)")
-            results["table_sizes"] = dict(
-                conn.execute(
+                print(" ".join(f"{k} {v:.1f}" for k, v in load_row.items()), flush=True)
+            tables["load"] = [load_row]
+            tables["table_sizes"] = [
+                {"table": t, "size": size}
+                for t, size in conn.execute(
                     "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) "
                     "FROM unnest(ARRAY['memory.facts', 'store', 'store_vectors']) t"
                 ).fetchall()
-            )
-            print(f"sizes with indexes: {results['table_sizes']}")
+            ]
             if args.load_only:
                 return
-            measure_all(conn, dsn, corpus, args, results)
-    report(results)
-    name = "search-quick" if args.quick else "search"
-    write_results(name, results)
-    plot(results, RESULTS_DIR / f"{name}-crossover.png")
-    plot_groups(results, RESULTS_DIR / f"{name}-methods.png")
+            measure(result, conn, dsn, corpus, args.queries)
+    save(result, args.out)
 
 
-def measure_all(
-    conn: psycopg.Connection, dsn: str, corpus: Corpus, args: argparse.Namespace, results: dict
-) -> None:
-    from langgraph.store.postgres import PostgresStore
-
-    for _ in range(3):  # warm the caches: every index read once
-        for u in (0, 1, *corpus.groups.get("medium", [])[:2]):
-            v = corpus.query(u)[0]
-            timed(conn, EXACT, {"org": ORG, "ns": ns_id(conn, corpus.owners[u]), "q": v, "k": 10})
-    queries = []
-    for users in corpus.groups.values():
-        for i in range(args.queries):
-            queries.append(Query(corpus, conn, users[i % len(users)], i))
-    vectors = {q.key: q.vector for q in queries}
-    with PostgresStore.from_conn_string(dsn, index=langgraph_config(vectors)) as store:
-        print("namespace groups ...", flush=True)
-        results["groups"] = measure_groups(conn, store, corpus, queries, args.rounds)
-    # Without the partial index's predicate: a few queries once (each scans the table).
-    q = queries[0]
-    lat = [1000 * timed(conn, PLAIN_AS_WRITTEN, {"ns": q.ns, "q": q.vector})[1] for _ in range(5)]
-    results["plain_as_written"] = {
-        "plan": plan_of(conn, PLAIN_AS_WRITTEN, {"ns": q.ns, "q": q.vector}),
-        "p50_ms": statistics.median(lat),
-    }
-    print("ladder ...", flush=True)
-    results["ladder"] = measure_ladder(conn, corpus, args.rounds, max(20, args.queries // 4))
-    print("ef_search ...", flush=True)
-    results["ef_search"] = measure_ef_search(conn, corpus, args.rounds, max(20, args.queries // 4))
+# ------------------------------------------------------------------------------- reporting
 
 
-def plot(r: dict[str, Any], path: Path) -> None:
-    """Latency by namespace size, exact scan against HNSW."""
-    plt = pyplot()
-    if plt is None:
-        return
-    sizes = [int(s) for s in r["ladder"]]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label, style in (
-        ("exact_p50_ms", "exact scan (depth 40)", "o-"),
-        ("hnsw_forced_p50_ms", "HNSW index, search settings", "s-"),
-        ("search_exact_p50_ms", "search_facts, exact forced", "o--"),
-        ("search_hnsw_p50_ms", "search_facts, HNSW forced", "s--"),
-        ("search_shipped_p50_ms", "search_facts as shipped", "^:"),
-    ):
-        med = [m[key]["median"] for m in r["ladder"].values()]
-        lo = [m[key]["median"] - m[key]["min"] for m in r["ladder"].values()]
-        hi = [m[key]["max"] - m[key]["median"] for m in r["ladder"].values()]
-        ax.errorbar(sizes, med, yerr=[lo, hi], fmt=style, label=label, capsize=3)
-    ax.set_xscale("log")
-    ax.set_xticks(sizes, [f"{x:,}" for x in sizes], rotation=30)
-    ax.minorticks_off()
-    ax.set_xlabel("live facts in the namespace")
-    ax.set_ylabel("p50 latency, ms")
-    ax.set_yscale("log")
-    ax.set_title(f"Exact vs HNSW, {r['facts']:,} facts in the table")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    save_figure(fig, path)
+def _groups(r: Result) -> dict[str, dict[str, Row]]:
+    """{group: {"": the group's row, method: the method's row}}."""
+    out: dict[str, dict[str, Row]] = {g["group"]: {"": g} for g in r["tables"]["groups"]}
+    for row in r["tables"]["methods"]:
+        out[row["group"]][row["method"]] = row
+    return out
 
 
-def plot_groups(r: dict[str, Any], path: Path) -> None:
-    """p50 latency and recall@10 by namespace group, every method side by side."""
-    plt = pyplot()
-    if plt is None:
-        return
-    groups = list(r["groups"])
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    width = 0.8 / len(METHODS)
-    x = np.arange(len(groups))
-    for i, m in enumerate(METHODS):
-        med = [r["groups"][g][m]["p50_ms"]["median"] for g in groups]
-        lo = [
-            r["groups"][g][m]["p50_ms"]["median"] - r["groups"][g][m]["p50_ms"]["min"]
-            for g in groups
-        ]
-        hi = [
-            r["groups"][g][m]["p50_ms"]["max"] - r["groups"][g][m]["p50_ms"]["median"]
-            for g in groups
-        ]
-        color = f"C{i}"  # one color per method in both panels
-        ax1.bar(x + i * width, med, width, yerr=[lo, hi], label=m, capsize=2, color=color)
-        if m in VECTOR_METHODS:
-            recall = [r["groups"][g][m]["recall_at_10"] for g in groups]
-            ax2.bar(x + i * width, recall, width, label=m, color=color)
-    for ax in (ax1, ax2):
-        ax.set_xticks(x + 0.4 - width / 2, groups)
-        ax.grid(True, axis="y", alpha=0.3)
-    ax1.set_yscale("log")
-    ax1.set_ylabel("p50 latency, ms (median of rounds, min..max)")
-    ax1.set_title(f"Search latency, {r['facts']:,} facts")
-    ax2.set_ylabel("recall@10 against the exact scan")
-    ax2.set_ylim(0, 1.05)
-    ax2.set_title("Recall@10 (vector searches)")
-    ax1.legend(fontsize=7)
-    save_figure(fig, path)
-
-
-def _ms(s: dict[str, float]) -> str:
-    return f"{s['median']:.2f} ({s['min']:.2f}..{s['max']:.2f})"
-
-
-def group_table(r: dict[str, Any]) -> str:
-    rows = []
-    for res in r["groups"].values():
-        for m in METHODS:
-            v = res[m]
-            plan = res["plans"].get(m)
-            rows.append(
-                (
-                    res["label"],
-                    m + (f" [{plan}]" if plan else ""),
-                    _ms(v["p50_ms"]),
-                    _ms(v["p95_ms"]),
-                    f"{v['rows_min']} (mean {v['rows_mean']:.1f}), {100 * v['complete']:.0f}%",
-                    f"{v['recall_at_10']:.3f} (min {v['recall_at_10_min']:.1f})"
-                    if m in VECTOR_METHODS
-                    else "",
-                )
-            )
-    return table(
-        [
-            "namespace",
-            "method [plan]",
-            "p50 ms",
-            "p95 ms",
-            "rows: min (mean), complete",
-            "recall@10",
-        ],
-        rows,
-    )
-
-
-def ladder_table(r: dict[str, Any]) -> str:
+def group_table(r: Result) -> str:
     rows = [
         (
-            f"{int(size):,}",
-            _ms(m["exact_p50_ms"]),
-            _ms(m["hnsw_forced_p50_ms"]),
-            f"{m['hnsw_forced_recall_at_10']:.3f}",
-            _ms(m["search_exact_p50_ms"]),
-            _ms(m["search_hnsw_p50_ms"]),
-            f"{m['search_hnsw_recall_at_10']:.3f}",
-            _ms(m["search_shipped_p50_ms"]),
-            f"{m['search_shipped_recall_at_10']:.3f}",
-            _ms(m["small_set_p50_ms"]),
+            by[""]["label"],
+            m + (f" [{v['plan']}]" if v["plan"] else ""),
+            spread(v["p50_ms"]),
+            spread(v["p95_ms"]),
+            f"{v['rows_min']} (mean {v['rows_mean']:.1f}), {100 * v['complete']:.0f}%",
+            f"{v['recall_at_10']:.3f} (min {v['recall_at_10_min']:.1f})"
+            if m in VECTOR_METHODS
+            else "",
         )
-        for size, m in r["ladder"].items()
+        for by in _groups(r).values()
+        for m, v in by.items()
+        if m
     ]
-    return table(
-        [
-            "facts in namespace",
-            "exact scan",
-            "HNSW forced",
-            "recall@10",
-            "search_facts exact",
-            "search_facts HNSW",
-            "recall@10",
-            "search_facts as shipped",
-            "recall@10",
-            "_small_set",
-        ],
-        rows,
-    )
+    headers = [
+        "namespace",
+        "method [plan]",
+        "p50 ms",
+        "p95 ms",
+        "rows: min (mean), complete",
+        "recall@10",
+    ]
+    return table(headers, rows)
 
 
-def ef_table(r: dict[str, Any]) -> str:
-    return table(
-        ["hnsw.ef_search", "p50 ms", "recall@10"],
-        [(ef, _ms(m["p50_ms"]), f"{m['recall_at_10']:.3f}") for ef, m in r["ef_search"].items()],
-    )
+def ladder_table(r: Result) -> str:
+    columns = [
+        ("exact scan", "exact_p50_ms"),
+        ("HNSW forced", "hnsw_forced_p50_ms"),
+        ("recall@10", "hnsw_forced_recall_at_10"),
+        ("search_facts exact", "search_exact_p50_ms"),
+        ("search_facts HNSW", "search_hnsw_p50_ms"),
+        ("recall@10", "search_hnsw_recall_at_10"),
+        ("search_facts as shipped", "search_shipped_p50_ms"),
+        ("recall@10", "search_shipped_recall_at_10"),
+        ("_small_set", "small_set_p50_ms"),
+    ]
+    rows = [
+        (
+            f"{m['facts']:,}",
+            *(spread(m[k]) if isinstance(m[k], dict) else f"{m[k]:.3f}" for _, k in columns),
+        )
+        for m in r["tables"]["ladder"]
+    ]
+    return table(["facts in namespace", *(c for c, _ in columns)], rows)
 
 
-def report(r: dict[str, Any]) -> None:
-    print(
-        f"\n{r['facts']:,} facts, {r['users']:,} users (Zipf), k = 10; "
-        f"latency: median over {r['rounds']} rounds (min..max)"
-    )
-    print(group_table(r))
-    print("\nBy namespace size (vector path, list depth 40), p50 ms; recall@10 vs exact")
-    print(ladder_table(r))
-    print(f"\nHNSW forced on the {r['layout']['largest'][0]:,}-fact namespace, by hnsw.ef_search")
-    print(ef_table(r))
-
-
-def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
-    g = r["groups"]
-    out = []
-    worst = min(res["search_facts vector-only"]["recall_at_10"] for res in g.values())
-    out.append(
+def targets(r: Result) -> list[dict[str, Any]]:
+    g = _groups(r)
+    vector = "search_facts vector-only"
+    out = [
         {
             "target": "search_facts recall@10 ≥ 0.95 for every namespace size",
             "measured": ", ".join(
-                f"{name} {res['search_facts vector-only']['recall_at_10']:.3f}"
-                for name, res in g.items()
+                f"{name} {by[vector]['recall_at_10']:.3f}" for name, by in g.items()
             ),
-            "met": worst >= 0.95,
+            "met": min(by[vector]["recall_at_10"] for by in g.values()) >= 0.95,
         }
-    )
+    ]
     if "tiny" in g:
-        ours = g["tiny"]["search_facts vector-only"]
-        plain, hnsw_only = g["tiny"][PLAIN_NAME], g["tiny"][HNSW_ONLY_NAME]
-        out.append(
+        ours, plain, hnsw_only = (g["tiny"][m] for m in (vector, PLAIN_NAME, HNSW_ONLY_NAME))
+        tiny = g["tiny"]["search_facts hybrid"]["p50_ms"]["median"]
+        out += [
             {
                 "target": "tiny namespaces: search_facts returns every row, where the plain "
                 "query returns too few or recall < 0.5",
@@ -849,51 +734,49 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{hnsw_only['recall_at_10']:.3f}; on this table (btree on the namespace) "
                 f"{100 * plain['complete']:.0f}%, {plain['recall_at_10']:.3f}",
                 "met": ours["complete"] == 1 and ours["recall_at_10"] >= 0.95,
-            }
-        )
-        tiny = g["tiny"]["search_facts hybrid"]["p50_ms"]["median"]
-        out.append(
+            },
             {
                 "target": "tiny namespaces: hybrid p50 ≤ 2 ms",
                 "measured": f"{tiny:.2f} ms",
                 "met": tiny <= 2.0,
-            }
-        )
+            },
+        ]
     if "huge" in g:
         hybrid = g["huge"]["search_facts hybrid"]["p50_ms"]["median"]
-        vector = g["huge"]["search_facts vector-only"]
-        plain = g["huge"][PLAIN_NAME]
+        ours, plain = g["huge"][vector], g["huge"][PLAIN_NAME]
+        plain_ms = plain["p50_ms"]["median"]
         # The HNSW scan at the smallest ef_search reaching search_facts' recall.
         equal = next(
             (
-                (int(ef), m["p50_ms"]["median"])
-                for ef, m in r["ef_search"].items()
-                if m["recall_at_10"] >= vector["recall_at_10"] - 0.01
+                m
+                for m in r["tables"]["ef_search"]
+                if m["recall_at_10"] >= ours["recall_at_10"] - 0.01
             ),
             None,
         )
         measured = (
-            f"{hybrid:.2f} ms vs {plain['p50_ms']['median']:.2f} ms "
-            f"({hybrid / plain['p50_ms']['median']:.1f} x; the plain query's recall@10 is "
-            f"{plain['recall_at_10']:.2f}, search_facts' {vector['recall_at_10']:.2f}); "
-            f"vector-only {vector['p50_ms']['median']:.2f} ms"
+            f"{hybrid:.2f} ms vs {plain_ms:.2f} ms ({hybrid / plain_ms:.1f} x; the plain query's "
+            f"recall@10 is {plain['recall_at_10']:.2f}, search_facts' {ours['recall_at_10']:.2f}); "
+            f"vector-only {ours['p50_ms']['median']:.2f} ms"
         )
         if equal:
-            measured += f"; the HNSW scan at equal recall (ef_search {equal[0]}) {equal[1]:.2f} ms"
+            measured += (
+                f"; the HNSW scan at equal recall (ef_search {equal['ef_search']}) "
+                f"{equal['p50_ms']['median']:.2f} ms"
+            )
         out.append(
             {
-                "target": f"huge namespaces at {r['facts']:,} facts: hybrid p50 ≤ 1.5 x the "
-                "plain query",
+                "target": f"huge namespaces at {r['config']['facts']:,} facts: hybrid p50 ≤ 1.5 x the plain query",
                 "measured": measured,
-                "met": hybrid <= 1.5 * plain["p50_ms"]["median"],
+                "met": hybrid <= 1.5 * plain_ms,
             }
         )
     return out
 
 
-def _huge_note(r: dict[str, Any]) -> list[str]:
+def _huge_note(r: Result) -> list[str]:
     """What the huge namespaces' figures say (a paragraph and a blank line, or nothing)."""
-    g = r["groups"].get("huge")
+    g = _groups(r).get("huge")
     if g is None:
         return []
     ms = {m: g[m]["p50_ms"]["median"] for m in METHODS}
@@ -912,15 +795,19 @@ def _huge_note(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def markdown(r: dict[str, Any]) -> str:
-    name = "search-quick" if r["facts"] < 1_000_000 else "search"
-    lay = r["layout"]
-    load = r.get("load", {})
+def markdown(r: Result) -> str:
+    c, env, t = r["config"], r["environment"], r["tables"]
+    name = "search-quick" if r["quick"] else "search"
+    lay, settings, plain = c["layout"], env["server_settings"], t["plain_as_written"][0]
+    sizes = ", ".join(f"`{x['table']}` {x['size']}" for x in t["table_sizes"])
+    ef_rows = [
+        (m["ef_search"], spread(m["p50_ms"]), f"{m['recall_at_10']:.3f}") for m in t["ef_search"]
+    ]
     return "\n".join(
         [
             "## Filtered hybrid search at scale (bench/search.py)",
             "",
-            f"{r['facts']:,} facts of {r['users']:,} users in one `memory.facts` table. Namespace "
+            f"{c['facts']:,} facts of {c['users']:,} users in one `memory.facts` table. Namespace "
             f"sizes follow Zipf's law (s = {lay['zipf_s']}): the largest hold "
             f"{', '.join(f'{x:,}' for x in lay['largest'])} facts, the median user "
             f"{lay['median']}, and {lay['users_at_most_20']:,} users hold 20 or fewer. "
@@ -941,19 +828,18 @@ def markdown(r: dict[str, Any]) -> str:
             "min(10, namespace size) rows. Hybrid and text-only results fuse or rank text, so "
             "their recall against the vector ground truth is not a quality figure.",
             "",
-            f"Server: `shared_buffers` {r['server_settings']['shared_buffers']} (set so the "
+            f"Server: `shared_buffers` {settings['shared_buffers']} (set so the "
             "indexes fit, as pgvector advises), otherwise the embedded server's defaults "
-            f"(`work_mem` {r['server_settings']['work_mem']}, `jit` {r['server_settings']['jit']}). "
-            f"Load: {', '.join(f'{k} {v:,.0f} s' for k, v in load.items())}. "
-            f"Sizes with indexes: {', '.join(f'`{k}` {v}' for k, v in r['table_sizes'].items())}.",
+            f"(`work_mem` {settings['work_mem']}, `jit` {settings['jit']}). "
+            f"Load: {', '.join(f'{k} {v:,.0f} s' for k, v in t['load'][0].items())}. "
+            f"Sizes with indexes: {sizes}.",
             "",
             "The plain query needs `AND forgotten_at IS NULL`, the partial HNSW index's "
             "predicate, to use the index at all; written without it the planner scans the "
-            f"table ({r['plain_as_written']['plan']}): "
-            f"{r['plain_as_written']['p50_ms']:,.0f} ms per query (p50 of 5).",
+            f"table ({plain['plan']}): {plain['p50_ms']:,.0f} ms per query (p50 of 5).",
             "",
-            f"Latency: median over {r['rounds']} rounds of each round's p50/p95 (min..max of "
-            f"rounds), {r['queries']} queries per group per round, k = 10.",
+            f"Latency: median over {c['rounds']} rounds of each round's p50/p95 (min..max of "
+            f"rounds), {c['queries']} queries per group per round, k = 10.",
             "",
             group_table(r),
             "",
@@ -976,13 +862,83 @@ def markdown(r: dict[str, Any]) -> str:
             "",
             "The HNSW index forced, list depth 40, iterative scan as `search_facts` sets it.",
             "",
-            ef_table(r),
+            table(["hnsw.ef_search", "p50 ms", "recall@10"], ef_rows),
             "",
             "Reproduce: `.venv/bin/python -m bench.search"
-            + (" --quick`" if name == "search-quick" else "`")
+            + (" --quick`" if r["quick"] else "`")
             + " (add `--keep` to keep the loaded server for the next run).",
         ]
     )
+
+
+def crossover(plt: Any, r: Result) -> Any:
+    """Latency by namespace size, exact scan against HNSW."""
+    ladder = r["tables"]["ladder"]
+    sizes = [m["facts"] for m in ladder]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, label, style in (
+        ("exact_p50_ms", "exact scan (depth 40)", "o-"),
+        ("hnsw_forced_p50_ms", "HNSW index, search settings", "s-"),
+        ("search_exact_p50_ms", "search_facts, exact forced", "o--"),
+        ("search_hnsw_p50_ms", "search_facts, HNSW forced", "s--"),
+        ("search_shipped_p50_ms", "search_facts as shipped", "^:"),
+    ):
+        stats = [m[key] for m in ladder]
+        ax.errorbar(
+            sizes, medians(stats), yerr=error_bars(stats), fmt=style, label=label, capsize=3
+        )
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{x:,}" for x in sizes], rotation=30)
+    ax.minorticks_off()
+    ax.set_xlabel("live facts in the namespace")
+    ax.set_ylabel("p50 latency, ms")
+    ax.set_yscale("log")
+    ax.set_title(f"Exact vs HNSW, {r['config']['facts']:,} facts in the table")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def methods(plt: Any, r: Result) -> Any:
+    """p50 latency and recall@10 by namespace group, every method side by side."""
+    g = _groups(r)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(METHODS)
+    x = np.arange(len(g))
+    for i, m in enumerate(METHODS):
+        stats = [by[m]["p50_ms"] for by in g.values()]
+        color = f"C{i}"  # one color per method in both panels
+        ax1.bar(
+            x + i * width,
+            medians(stats),
+            width,
+            yerr=error_bars(stats),
+            label=m,
+            capsize=2,
+            color=color,
+        )
+        if m in VECTOR_METHODS:
+            ax2.bar(
+                x + i * width,
+                [by[m]["recall_at_10"] for by in g.values()],
+                width,
+                label=m,
+                color=color,
+            )
+    for ax in (ax1, ax2):
+        ax.set_xticks(x + 0.4 - width / 2, list(g))
+        ax.grid(True, axis="y", alpha=0.3)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("p50 latency, ms (median of rounds, min..max)")
+    ax1.set_title(f"Search latency, {r['config']['facts']:,} facts")
+    ax2.set_ylabel("recall@10 against the exact scan")
+    ax2.set_ylim(0, 1.05)
+    ax2.set_title("Recall@10 (vector searches)")
+    ax1.legend(fontsize=7)
+    return fig
+
+
+FIGURES = {"-crossover": crossover, "-methods": methods}
 
 
 if __name__ == "__main__":

@@ -21,9 +21,7 @@ time per view, per 1,000 lines (flat when linear), and before/after.
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import os
 import time
 import uuid
 from typing import Any
@@ -31,19 +29,22 @@ from typing import Any
 import psycopg
 from bench._common import (
     ORG,
+    Result,
     create_database,
     embedded_server,
+    new_result,
+    options,
+    save,
     server_versions,
-    summary,
+    spread,
+    stat,
     table,
-    write_results,
 )
 from psycopg.types.json import Jsonb
 
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000)
 QUICK_SIZES = (1_000, 10_000, 100_000)
-OWNER = str(uuid.UUID(int=7))
-NS = {"owner_id": OWNER}
+NS = {"owner_id": str(uuid.UUID(int=7))}
 RUN = "SELECT memory.run(%s, %s, %s)"
 TARGET_MS = 1_000.0  # "a 100,000-line view completes in well under a second"
 
@@ -107,100 +108,83 @@ $$;
 VIEWS = {"whole": "none", "second half": "[n / 2, -1]", "last lines": "[n - 2, -1]"}
 
 
-def _path(lines: int) -> str:
-    return f"/memories/long-{lines}.md"
-
-
 def _command(lines: int, view: str) -> dict[str, Any]:
-    command: dict[str, Any] = {"command": "view", "path": _path(lines)}
-    if view == "second half":
-        command["view_range"] = [lines // 2, -1]
-    elif view == "last lines":
-        command["view_range"] = [lines - 2, -1]
+    command: dict[str, Any] = {"command": "view", "path": f"/memories/long-{lines}.md"}
+    if view != "whole":
+        command["view_range"] = [lines // 2 if view == "second half" else lines - 2, -1]
     return command
 
 
-def measure(dsns: dict[str, str], sizes: tuple[int, ...], rounds: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    conns = {side: psycopg.connect(dsn, autocommit=True) for side, dsn in dsns.items()}
-    try:
-        conns["before"].execute(BEFORE_SQL)
-        for conn in conns.values():
+def measure(dsns: dict[str, str], sizes: tuple[int, ...], rounds: int) -> list[dict[str, Any]]:
+    with psycopg.connect(dsns["before"], autocommit=True) as conn:
+        conn.execute(BEFORE_SQL)
+    for dsn in dsns.values():
+        with psycopg.connect(dsn, autocommit=True) as conn:
             for lines in sizes:
-                content = "\n" * (lines - 1)  # empty lines: the longest file max_content allows
-                create = {"command": "create", "path": _path(lines), "file_text": content}
+                create = {**_command(lines, "whole"), "command": "create"}
+                create["file_text"] = "\n" * (lines - 1)  # the longest file max_content allows
                 conn.execute(RUN, (ORG, Jsonb(create), Jsonb(NS)))
-        for name in VIEWS:
-            for lines in sizes:
-                command = Jsonb(_command(lines, name))
-                samples: dict[str, list[float]] = {"before": [], "after": []}
-                texts: dict[str, str] = {}
-                for _ in range(rounds):
-                    for side, dsn in dsns.items():  # interleaved: both see the same load
-                        # A new session each time, as a caller repeating the view would use:
-                        # PostgreSQL plans a SQL function's first calls in a session with its
-                        # arguments as constants, which is where lines[i] turns quadratic
-                        # (a warm session's generic plan hides it).
-                        with psycopg.connect(dsn, autocommit=True) as conn:
-                            conn.execute("SELECT 1")
-                            started = time.perf_counter()
-                            texts[side] = conn.execute(RUN, (ORG, command, Jsonb(NS))).fetchone()[0]
-                            samples[side].append((time.perf_counter() - started) * 1000)
-                assert texts["before"] == texts["after"], (name, lines)
-                row = {side: summary(s) for side, s in samples.items()}
-                print(
-                    f"{name:>11} {lines:>7,} lines: before {row['before']['median']:9.1f} ms,"
-                    f" after {row['after']['median']:7.2f} ms"
-                )
-                out.setdefault(name, {})[str(lines)] = row
-    finally:
-        for conn in conns.values():
-            conn.close()
-    return out
+    rows = []
+    for view in VIEWS:
+        for lines in sizes:
+            command = Jsonb(_command(lines, view))
+            samples: dict[str, list[float]] = {"before": [], "after": []}
+            texts: dict[str, str] = {}
+            for _ in range(rounds):
+                for side, dsn in dsns.items():  # interleaved: both see the same load
+                    # A new session each time, as a caller repeating the view would use:
+                    # PostgreSQL plans a SQL function's first calls in a session with its
+                    # arguments as constants, which is where lines[i] turns quadratic
+                    # (a warm session's generic plan hides it).
+                    with psycopg.connect(dsn, autocommit=True) as conn:
+                        conn.execute("SELECT 1")
+                        started = time.perf_counter()
+                        texts[side] = conn.execute(RUN, (ORG, command, Jsonb(NS))).fetchone()[0]
+                        samples[side].append((time.perf_counter() - started) * 1000)
+            assert texts["before"] == texts["after"], (view, lines)
+            row = {"view": view, "lines": lines, **{k: stat(v) for k, v in samples.items()}}
+            print(
+                f"{view:>11} {lines:>7,} lines: before {row['before']['median']:9.1f} ms,"
+                f" after {row['after']['median']:7.2f} ms"
+            )
+            rows.append(row)
+    return rows
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1,000, 10,000 and 100,000 lines")
+    ap = options(__doc__, "1,000, 10,000 and 100,000 lines")
     ap.add_argument("--rounds", type=int, default=3, help="views per side and size")
     args = ap.parse_args()
     sizes = QUICK_SIZES if args.quick else SIZES
-    results: dict[str, Any] = {"quick": args.quick, "rounds": args.rounds, "sizes": list(sizes)}
-    results["loadavg_before"] = os.getloadavg()
+    result = new_result("view", args.quick, rounds=args.rounds, sizes=list(sizes))
     with embedded_server("view") as srv:
         dsns = {side: create_database(srv, f"view_{side}") for side in ("before", "after")}
-        results["versions"] = server_versions(dsns["after"])
-        results["views"] = measure(dsns, sizes, args.rounds)
-    results["loadavg_after"] = os.getloadavg()
-    name = "view-quick" if args.quick else "view"
-    print()
-    print(markdown(results))
-    for t in targets(results):
-        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['measured']}")
-    write_results(name, results)
+        result["environment"]["versions"] = server_versions(dsns["after"])
+        result["tables"]["views"] = measure(dsns, sizes, args.rounds)
+    save(result, args.out)
 
 
-def _ms(s: dict[str, float]) -> str:
-    return f"{s['median']:.2f} ({s['min']:.2f}..{s['max']:.2f})"
+def _views(r: Result) -> dict[str, dict[int, dict[str, Any]]]:
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for row in r["tables"]["views"]:
+        out.setdefault(row["view"], {})[row["lines"]] = row
+    return out
 
 
-def _marginal(results: dict[str, Any], view: str, side: str) -> list[float]:
+def _marginal(r: Result, view: str, side: str) -> list[float]:
     """Milliseconds per 1,000 more lines between consecutive sizes: flat when linear
     (the first call of a session also pays a fixed few milliseconds of planning)."""
-    sizes = results["sizes"]
-    times = [results["views"][view][str(n)][side]["median"] for n in sizes]
-    points = list(zip(sizes, times, strict=True))
+    points = [(n, row[side]["median"]) for n, row in _views(r)[view].items()]
     return [(t1 - t0) / (n1 - n0) * 1000 for (n0, t0), (n1, t1) in itertools.pairwise(points)]
 
 
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    largest = str(max(results["sizes"]))
-    whole = results["views"]["whole"][largest]
-    half = results["views"]["second half"][largest]
-    after, before = _marginal(results, "whole", "after"), _marginal(results, "whole", "before")
+def targets(r: Result) -> list[dict[str, Any]]:
+    largest = max(r["config"]["sizes"])
+    whole, half = (_views(r)[v][largest] for v in ("whole", "second half"))
+    after, before = _marginal(r, "whole", "after"), _marginal(r, "whole", "before")
     return [
         {
-            "target": f"a {int(largest):,}-line view well under a second",
+            "target": f"a {largest:,}-line view well under a second",
             "measured": f"{whole['after']['median']:.1f} ms whole, {half['after']['median']:.1f} ms"
             f" from its middle on (before: {whole['before']['median']:,.0f} ms and"
             f" {half['before']['median']:,.0f} ms)",
@@ -218,30 +202,28 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(r: Result) -> str:
     parts = [
         "## Viewing long files (bench/view.py)",
         f"`memory.run` view of files of empty lines (up to 100,000: the longest `max_content`"
         f" allows): today's extension against a database where the view functions are those"
         f" before the fix (each line through its subscript), interleaved, each view the first"
-        f" call of a new session, {results['rounds']} rounds; milliseconds, median (min..max)."
+        f" call of a new session, {r['config']['rounds']} rounds; milliseconds, median (min..max)."
         f" Both sides return the same text. The last column is the cost of 1,000 more lines"
         f" since the size above: flat when the view is linear.",
     ]
-    for view in VIEWS:
-        after, before = _marginal(results, view, "after"), _marginal(results, view, "before")
-        rows = []
-        for i, n in enumerate(results["sizes"]):
-            r = results["views"][view][str(n)]
-            rows.append(
-                (
-                    f"{n:,}",
-                    _ms(r["before"]),
-                    _ms(r["after"]),
-                    f"{r['before']['median'] / r['after']['median']:,.1f}x",
-                    "" if i == 0 else f"{before[i - 1]:,.2f} / {after[i - 1]:.3f}",
-                )
+    for view, by_size in _views(r).items():
+        after, before = _marginal(r, view, "after"), _marginal(r, view, "before")
+        rows = [
+            (
+                f"{n:,}",
+                spread(row["before"]),
+                spread(row["after"]),
+                f"{row['before']['median'] / row['after']['median']:,.1f}x",
+                "" if i == 0 else f"{before[i - 1]:,.2f} / {after[i - 1]:.3f}",
             )
+            for i, (n, row) in enumerate(by_size.items())
+        ]
         parts.append(f"**{view}** (`view_range` {VIEWS[view]}):")
         parts.append(
             table(

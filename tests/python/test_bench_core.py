@@ -1,5 +1,5 @@
-"""bench/core.py's trace and replay, small: memory.run and the reference memory tool
-end with the same files and give the same outcomes (no timings asserted)."""
+"""bench/core.py's trace and replay, small: memory.run gives the oracle's outcomes and
+ends with its files, as the reference memory tool does (no timings asserted)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from bench.core import (
     view_mismatches,
 )
 
+from tests.oracle import SpecOracle
+
 
 def test_trace_is_deterministic_and_mixed() -> None:
     trace = make_trace(400, seed=3)
@@ -28,18 +30,23 @@ def test_trace_is_deterministic_and_mixed() -> None:
     assert any(not s.ok for s in trace.steps)
 
 
-def test_replay_matches_the_reference_tool(dsn: str, tmp_path: Path) -> None:
+def test_replay_matches_the_oracle(dsn: str, tmp_path: Path) -> None:
     trace = make_trace(80, seed=11)
-    local = LocalSide(tmp_path)
-    expected = replay(local, trace.steps)
+    oracle = SpecOracle(tmp_path / "oracle")
+    expected = replay(oracle, trace.steps)
+    expected_views = final_views(oracle)
+    local = LocalSide()
+    local.use(tmp_path / "local")
+    replay(local, trace.steps)
+    local_views = final_views(local)
     sql = SqlSide(dsn, uuid.uuid4(), org=str(uuid.uuid4()))
     try:
         got = replay(sql, trace.steps)
         got_views = final_views(sql)
     finally:
         sql.close()
-    local_views = final_views(local)
     assert unexpected(trace.steps, expected) == 0
-    assert sorted(local_views) == sorted(trace.files)
-    assert view_mismatches(local_views, got_views) == 0
-    assert outcome_mismatches(trace.steps, expected, got) == 0
+    assert sorted(expected_views) == sorted(trace.files)
+    assert view_mismatches(expected_views, local_views) == 0
+    assert view_mismatches(expected_views, got_views) == 0
+    assert outcome_mismatches(expected, got) == 0
