@@ -68,9 +68,8 @@ class Principal:
 
     def fails(self, query: str, *params: Any) -> Failure:
         got = self.attempt(query, *params)
-        if isinstance(got, Failure):
-            return got
-        raise AssertionError(f"expected an error from {query} {params}")
+        assert isinstance(got, Failure), f"expected an error from {query} {params}"
+        return got
 
     def run(
         self, org: uuid.UUID | str, command: dict[str, Any], ns: dict[str, Any] | None = None

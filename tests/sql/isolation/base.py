@@ -42,7 +42,7 @@ from tests.sql.isolation.model import (
     Ns,
     NsKey,
     Target,
-    refused,
+    as_list,
 )
 from tests.support import Failure, Principal
 
@@ -182,20 +182,20 @@ class Machine(RuleBasedStateMachine):
     def resolve(self, actor: Actor, org: str, ns: Ns, need: str) -> NsKey | Failure:
         """memory._resolve, step by step: the namespace, or the refusal."""
         if not actor.service and actor.user_id is None:
-            return refused(FORBIDDEN)  # forged service claims
+            return FORBIDDEN  # forged service claims
         scope = ns.scope or "user"
         if scope == "organization" and ns.owner_id is not None:
-            return refused(INVALID)
+            return INVALID
         if ns.owner_id is not None and not actor.service:
-            return refused(FORBIDDEN)
+            return FORBIDDEN
         owner = None if scope == "organization" else (ns.owner_id or actor.user_id)
         if owner is None and scope != "organization":
-            return refused(INVALID)
+            return INVALID
         if not actor.service:
             if not self.may(actor, org, READ):
-                return refused(FORBIDDEN)
+                return FORBIDDEN
             if scope == "organization" and need == "write" and not self.may(actor, org, MANAGE):
-                return refused(FORBIDDEN)
+                return FORBIDDEN
         return (org, scope, owner, ns.scope_id)
 
     def authorize_fact(
@@ -204,16 +204,16 @@ class Machine(RuleBasedStateMachine):
         """memory._fact: the organization first; another user's fact, or one of
         another organization, answers as if it did not exist."""
         if not actor.service and not self.may(actor, org, READ):
-            return refused(FORBIDDEN)  # nobody (forged service claims) or no read: whatever the id
+            return FORBIDDEN  # nobody (forged service claims) or no read: whatever the id
         if fact is None or fact.key[0] != org:
-            return refused(NOT_FOUND)
+            return NOT_FOUND
         if actor.service:
             return None
         _, scope, owner, _ = fact.key
         if owner is not None and owner != actor.user_id:
-            return refused(NOT_FOUND)
+            return NOT_FOUND
         if scope == "organization" and need == "write" and not self.may(actor, org, MANAGE):
-            return refused(FORBIDDEN)
+            return FORBIDDEN
         return None
 
     def aim(self, data: st.DataObject, who: Target, path: str) -> tuple[Actor, str, Ns, str]:
@@ -262,18 +262,11 @@ class Machine(RuleBasedStateMachine):
         }, "files differ from the model"
         facts = {row[0]: tuple(row[1:]) for row in raw["facts"]}
         assert facts == {
-            f.id: (
-                *f.key,
-                f.content,
-                f.version,
-                f.forgotten,
-                f.superseded_by,
-                list(f.vector) if f.vector is not None else None,
-            )
+            f.id: (*f.key, f.content, f.version, f.forgotten, f.superseded_by, as_list(f.vector))
             for f in self.model.facts.values()
         }, "facts differ from the model"
         messages = {tuple(row[:2] + row[3:5]): tuple(row[2:3] + row[5:]) for row in raw["messages"]}
         assert messages == {
-            k: ("user", m.role, m.content, list(m.vector) if m.vector else None)
+            k: ("user", m.role, m.content, as_list(m.vector))
             for k, m in self.model.messages.items()
         }, "messages differ from the model"

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from tests.sql.isolation.base import Machine, target
-from tests.sql.isolation.model import ROOT, Target, ns_json
+from tests.sql.isolation.model import ROOT, Target, as_list, ns_json
 from tests.support import Failure
 
 
@@ -53,18 +53,11 @@ class Export(Machine):
                 "namespace": namespace,
                 "files": [(p, f.content, f.version) for p, f in sorted(files.items())],
                 "facts": {
-                    f.id: (
-                        f.content,
-                        f.version,
-                        f.forgotten,
-                        f.superseded_by,
-                        list(f.vector) if f.vector is not None else None,
-                    )
+                    f.id: (f.content, f.version, f.forgotten, f.superseded_by, as_list(f.vector))
                     for f in facts
                 },
                 "messages": {
-                    k: (m.role, m.content, list(m.vector) if m.vector is not None else None)
-                    for k, m in messages.items()
+                    k: (m.role, m.content, as_list(m.vector)) for k, m in messages.items()
                 },
             },
             "export",

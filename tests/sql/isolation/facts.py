@@ -19,11 +19,11 @@ from tests.sql.isolation.model import (
     Ns,
     NsKey,
     Target,
+    as_list,
     cosine,
     lexemes,
     normalized,
     ns_json,
-    refused,
 )
 from tests.support import Failure
 
@@ -61,7 +61,7 @@ class Facts(Machine):
             "SELECT memory.save_fact(%s, %s, %s::real[], %s)::text",
             org,
             content,
-            list(vector) if vector else None,
+            as_list(vector),
             ns.json(),
         )
         key = self.resolve(actor, org, ns, "write")
@@ -133,7 +133,7 @@ class Facts(Machine):
             "SELECT id::text, content, ns FROM memory.search_facts(%s, %s, %s::real[], %s, %s)",
             org,
             query,
-            list(vector) if vector else None,
+            as_list(vector),
             namespaces,
             k,
         )
@@ -213,7 +213,7 @@ class Facts(Machine):
         if successor is not None:
             after = self.model.facts.get(successor)
             if after is None or after.key != fact.key or after.forgotten or after.id == fact.id:
-                return self.check(got, refused(INVALID), "forget with a bad successor")
+                return self.check(got, INVALID, "forget with a bad successor")
         fact.forgotten = True
         fact.superseded_by = successor
         self.check(got, "", "forget")  # void

@@ -25,7 +25,6 @@ from tests.sql.isolation.model import (
     file_ancestor,
     is_dir,
     numbered,
-    refused,
     render,
     render_block,
     view_dir,
@@ -50,9 +49,9 @@ class CoreFiles(Machine):
         files = self.files(key)
         if path not in files:
             if is_dir(files, path):
-                return self.check(got, refused(EXISTS), "create onto a directory")
+                return self.check(got, EXISTS, "create onto a directory")
             if file_ancestor(files, path):
-                return self.check(got, refused(INVALID_PATH), "create below a file")
+                return self.check(got, INVALID_PATH, "create below a file")
             files[path] = File(text)
         else:
             files[path] = File(text, files[path].version + 1)
@@ -82,7 +81,7 @@ class CoreFiles(Machine):
         elif is_dir(files, path):
             expected = view_dir(files, path)
         else:
-            expected = refused(NOT_FOUND)
+            expected = NOT_FOUND
         self.check(got, expected, "view")
 
     @rule(
@@ -111,11 +110,11 @@ class CoreFiles(Machine):
             return self.check(got, key, "str_replace")
         if path not in files:
             code = INVALID_PATH if is_dir(files, path) else NOT_FOUND
-            return self.check(got, refused(code), "str_replace on no file")
+            return self.check(got, code, "str_replace on no file")
         content = files[path].content
         count = content.count(old)
         if count != 1:
-            return self.check(got, refused(NO_MATCH if count == 0 else AMBIGUOUS), "str_replace")
+            return self.check(got, NO_MATCH if count == 0 else AMBIGUOUS, "str_replace")
         changed = content[: content.find(old)].count("\n")
         new_content = content.replace(old, new)
         files[path] = File(new_content, files[path].version + 1)
@@ -139,12 +138,12 @@ class CoreFiles(Machine):
         files = self.files(key)
         if path not in files:
             code = INVALID_PATH if is_dir(files, path) else NOT_FOUND
-            return self.check(got, refused(code), "insert into no file")
+            return self.check(got, code, "insert into no file")
         lines = files[path].content.split("\n")
         if lines[-1] == "":
             lines = lines[:-1]
         if not 0 <= line <= len(lines):
-            return self.check(got, refused(INVALID), "insert_line out of range")
+            return self.check(got, INVALID, "insert_line out of range")
         new_content = "\n".join([*lines[:line], text.rstrip("\n"), *lines[line:]])
         if not new_content.endswith("\n"):
             new_content += "\n"
@@ -159,11 +158,11 @@ class CoreFiles(Machine):
         if isinstance(key, Failure):
             return self.check(got, key, "delete")
         if path == ROOT:
-            return self.check(got, refused(INVALID_PATH), "delete the root")
+            return self.check(got, INVALID_PATH, "delete the root")
         files = self.files(key)
         doomed = [p for p in files if p == path or p.startswith(path + "/")]
         if not doomed:
-            return self.check(got, refused(NOT_FOUND), "delete nothing")
+            return self.check(got, NOT_FOUND, "delete nothing")
         for p in doomed:
             del files[p]
         self.check(got, f"Successfully deleted {path}", "delete")
@@ -177,13 +176,13 @@ class CoreFiles(Machine):
             return self.check(got, key, "rename")
         files = self.files(key)
         if old == ROOT:
-            return self.check(got, refused(INVALID_PATH), "rename the root")
+            return self.check(got, INVALID_PATH, "rename the root")
         if new in files or is_dir(files, new):
-            return self.check(got, refused(EXISTS), "rename onto something")
+            return self.check(got, EXISTS, "rename onto something")
         if old not in files and not is_dir(files, old):
-            return self.check(got, refused(NOT_FOUND), "rename nothing")
+            return self.check(got, NOT_FOUND, "rename nothing")
         if new.startswith(old + "/") or file_ancestor(files, new):
-            return self.check(got, refused(INVALID_PATH), "rename into itself or a file")
+            return self.check(got, INVALID_PATH, "rename into itself or a file")
         for p in [p for p in files if p == old or p.startswith(old + "/")]:
             moved = files.pop(p)
             files[new + p[len(old) :]] = File(moved.content, moved.version + 1)
@@ -218,17 +217,17 @@ class FileCalls(Machine):
         if isinstance(key, Failure):
             return self.check(got, key, "write")
         if path == ROOT:
-            return self.check(got, refused(INVALID_PATH), "write the root")
+            return self.check(got, INVALID_PATH, "write the root")
         if current is None:
             if version is not None and version > 0:
-                return self.check(got, refused(CONFLICT), "write of a missing file")
+                return self.check(got, CONFLICT, "write of a missing file")
             if is_dir(files, path):
-                return self.check(got, refused(EXISTS), "write onto a directory")
+                return self.check(got, EXISTS, "write onto a directory")
             if file_ancestor(files, path):
-                return self.check(got, refused(INVALID_PATH), "write below a file")
+                return self.check(got, INVALID_PATH, "write below a file")
             files[path] = File(text)
         elif version is not None and version != current:
-            return self.check(got, refused(CONFLICT), "stale write")
+            return self.check(got, CONFLICT, "stale write")
         else:
             files[path] = File(text, current + 1)
         self.wrote(actor, org, ns, path)

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from tests.sql.isolation.base import FACT_TEXT, QUERY_WORDS, VECTOR, Machine, acting, indexing
-from tests.sql.isolation.model import FORBIDDEN, Actor, Message, Ns, lexemes, refused
+from tests.sql.isolation.model import FORBIDDEN, Actor, Message, Ns, as_list, lexemes
 from tests.support import Failure
 
 
@@ -42,14 +42,10 @@ class Messages(Machine):
             "temporary": temporary,
         }
         got = self.value(
-            actor,
-            "SELECT memory.index_message(%s, %s, %s::real[])",
-            org,
-            message,
-            list(vector) if vector else None,
+            actor, "SELECT memory.index_message(%s, %s, %s::real[])", org, message, as_list(vector)
         )
         if not actor.service:
-            return self.check(got, refused(FORBIDDEN), "index_message")
+            return self.check(got, FORBIDDEN, "index_message")
         if temporary:
             return self.check(got, False, "index_message of a temporary chat")
         old = self.model.messages.get((org, owner, chat, mid))
@@ -74,7 +70,7 @@ class Messages(Machine):
             "SELECT id, chat_id, role, content FROM memory.search_messages(%s, %s, %s::real[], %s, 100)",
             org,
             query,
-            list(vector) if vector else None,
+            as_list(vector),
             exclude,
         )
         key = self.resolve(actor, org, Ns(), "read")

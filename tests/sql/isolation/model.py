@@ -3,7 +3,6 @@ what they hold, and the texts the SQL must answer with (text oracles)."""
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -21,30 +20,17 @@ ORGS = (ORG1, ORG2, UNKNOWN_ORG)
 READ = "memory.read"
 MANAGE = "memory.manage"
 
-FORBIDDEN = "MEMORY_FORBIDDEN"
-NOT_FOUND = "MEMORY_NOT_FOUND"
-INVALID = "MEMORY_INVALID"
-INVALID_PATH = "MEMORY_INVALID_PATH"
-EXISTS = "MEMORY_EXISTS"
-CONFLICT = "MEMORY_CONFLICT"
-NO_MATCH = "MEMORY_NO_MATCH"
-AMBIGUOUS = "MEMORY_AMBIGUOUS"
-SQLSTATE = {
-    FORBIDDEN: "42501",
-    NOT_FOUND: "P0002",
-    INVALID: "22023",
-    INVALID_PATH: "22023",
-    EXISTS: "23505",
-    CONFLICT: "40001",
-    NO_MATCH: "22023",
-    AMBIGUOUS: "22023",
-}
-
-
-def refused(hint: str) -> Failure:
-    """The error the model expects: its HINT and SQLSTATE (messages are not compared)."""
-    return Failure(SQLSTATE[hint], hint, "")
-
+# The errors the model expects: a HINT and its SQLSTATE (messages are not compared).
+FORBIDDEN = Failure("42501", "MEMORY_FORBIDDEN", "")
+NOT_FOUND = Failure("P0002", "MEMORY_NOT_FOUND", "")
+INVALID = Failure("22023", "MEMORY_INVALID", "")
+INVALID_PATH = Failure("22023", "MEMORY_INVALID_PATH", "")
+EXISTS = Failure("23505", "MEMORY_EXISTS", "")
+CONFLICT = Failure("40001", "MEMORY_CONFLICT", "")
+NO_MATCH = Failure("22023", "MEMORY_NO_MATCH", "")
+AMBIGUOUS = Failure("22023", "MEMORY_AMBIGUOUS", "")
+ERRORS = (FORBIDDEN, NOT_FOUND, INVALID, INVALID_PATH, EXISTS, CONFLICT, NO_MATCH, AMBIGUOUS)
+SQLSTATE = {error.hint: error.sqlstate for error in ERRORS}
 
 ROOT = "/memories"
 PATHS = (
@@ -103,7 +89,7 @@ USER_IDS = {
 class Actor:
     name: str
     login: str  # USER_LOGIN (an ordinary login) or SERVICE_LOGIN (a trusted one)
-    claims: str  # request.jwt.claims as sent (SERVICE: none)
+    claims: dict[str, str] | str = field(compare=False)  # request.jwt.claims (SERVICE: none)
     user_id: str | None = None  # None: the service, or a forger (never authenticated)
     service: bool = False
 
@@ -111,18 +97,14 @@ class Actor:
         return self.name
 
 
-def _claims_of(name: str) -> str:
-    return json.dumps(user_claims(USER_IDS[name]))
-
-
 ACTORS = {
     actor.name: actor
     for actor in (
-        *(Actor(name, USER_LOGIN, _claims_of(name), USER_IDS[name]) for name in USER_IDS),
-        Actor("A1_APP", SERVICE_LOGIN, _claims_of("A1"), USER_IDS["A1"]),
+        *(Actor(name, USER_LOGIN, user_claims(uid), uid) for name, uid in USER_IDS.items()),
+        Actor("A1_APP", SERVICE_LOGIN, user_claims(USER_IDS["A1"]), USER_IDS["A1"]),
         Actor("SERVICE", SERVICE_LOGIN, SERVICE, service=True),
-        Actor("SERVICE_CLAIM", SERVICE_LOGIN, json.dumps({"role": "service_role"}), service=True),
-        Actor("FORGER", USER_LOGIN, json.dumps({"role": "service_role", "sub": USER_IDS["A1"]})),
+        Actor("SERVICE_CLAIM", SERVICE_LOGIN, {"role": "service_role"}, service=True),
+        Actor("FORGER", USER_LOGIN, {"role": "service_role", "sub": USER_IDS["A1"]}),
     )
 }
 USERS = [a for a in ACTORS.values() if a.user_id is not None]
@@ -195,6 +177,11 @@ class Model:
     messages: dict[tuple[str, str, str, str], Message] = field(default_factory=dict)
     permissions: set[tuple[str, str, str]] = field(default_factory=set)
     seq: int = 0
+
+
+def as_list(vector: tuple[float, ...] | None) -> list[float] | None:
+    """A vector as the SQL answers it (real[] or jsonb)."""
+    return None if vector is None else list(vector)
 
 
 # ----------------------------------------------------------------------------- text oracles

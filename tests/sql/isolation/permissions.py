@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from tests.sql.isolation.base import Machine, actor_st
-from tests.sql.isolation.model import FORBIDDEN, MANAGE, ORGS, READ, USERS, Actor, refused
+from tests.sql.isolation.model import FORBIDDEN, MANAGE, ORGS, READ, USERS, Actor
 
 
 class Permissions(Machine):
@@ -25,7 +25,7 @@ class Permissions(Machine):
         fn = "grant" if give else "revoke"
         got = self.value(actor, f"SELECT memory.{fn}(%s, %s, %s)", org, user.user_id, permission)
         if not actor.service:
-            return self.check(got, refused(FORBIDDEN), fn)
+            return self.check(got, FORBIDDEN, fn)
         entry = (org, user.user_id or "", permission)
         if give:
             self.model.permissions.add(entry)
