@@ -329,7 +329,6 @@ def fill(dsn: str, dims: int) -> None:
         ):
             service.rows("SELECT memory.grant(%s, %s, %s)", org, user, permission)
         service.rows("SELECT memory.revoke(%s, %s, 'memory.manage')", OTHER_ORG, READER)
-        run = "SELECT memory.run(%s, %s, %s)"
         for command, ns in (
             (
                 {"command": "create", "path": "/memories/notes/todo.md", "file_text": "- a\n- b\n"},
@@ -368,9 +367,9 @@ def fill(dsn: str, dims: int) -> None:
             ),
             ({"command": "create", "path": "/memories/style.md", "file_text": "terse\n"}, AGENT),
         ):
-            me.rows(run, ORG, command, ns)
-        service.rows(
-            run, ORG, {"command": "create", "path": "/memories/s.md", "file_text": "<chat>\n"}, CHAT
+            me.run(ORG, command, ns)
+        service.run(
+            ORG, {"command": "create", "path": "/memories/s.md", "file_text": "<chat>\n"}, CHAT
         )
         me.rows("SELECT memory.write(%s, '/memories/w.md', 'v1', 0)", ORG)
         me.rows("SELECT memory.write(%s, '/memories/w.md', 'v2', 1)", ORG)
