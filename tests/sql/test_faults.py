@@ -33,7 +33,6 @@ every write acknowledged before and after the crash.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -42,15 +41,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
-from psycopg.types.json import Jsonb
 
 from pgmemory import server as embedded
 from tests.load_harness import Config, Load
+from tests.support import SERVICE, Principal, user_claims
 
 HANG_GUARD = 120.0  # seconds: only stops a hung test, never asserted on
 PROBE_LOCK = 7_700_001  # advisory lock key the probe waits for
@@ -81,37 +81,25 @@ def snapshot(conn: psycopg.Connection) -> dict[str, list[str]]:
     }
 
 
-def adapt(param: Any) -> Any:
-    if isinstance(param, dict) or (
-        isinstance(param, list) and param and isinstance(param[0], (dict, list))
-    ):
-        return Jsonb(param)
-    return param
+Claims = dict[str, str] | str  # a user's, or SERVICE
 
 
 class Victim:
     """One call on its own connection, in a thread: its result or its error."""
 
-    def __init__(self, dsn: str, claims: dict[str, str] | None, sql: str, *params: Any) -> None:
-        self.conn = psycopg.connect(dsn, autocommit=True)
-        self.pid = self.conn.info.backend_pid
-        self.claims = json.dumps(claims) if claims else ""
-        self.sql, self.params = sql, tuple(adapt(p) for p in params)
+    def __init__(self, dsn: str, claims: Claims, sql: str, *params: Any) -> None:
+        self.principal = Principal(dsn, claims)
+        self.pid = self.principal.conn.info.backend_pid
         self.result: list[tuple[Any, ...]] | None = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run)
+        self.thread = threading.Thread(target=self._run, args=(sql, *params))
 
-    def _run(self) -> None:
-        try:
-            with self.conn.transaction():
-                self.conn.execute(
-                    "SELECT set_config('request.jwt.claims', %s, true)", (self.claims,)
-                )
-                self.result = self.conn.execute(self.sql, self.params).fetchall()
-        except BaseException as err:
-            self.error = err
-        finally:
-            self.conn.close()
+    def _run(self, sql: str, *params: Any) -> None:
+        with self.principal:
+            try:
+                self.result = self.principal.rows(sql, *params)
+            except BaseException as err:
+                self.error = err
 
     def __enter__(self) -> Victim:
         self.thread.start()
@@ -121,35 +109,15 @@ class Victim:
         self.thread.join(HANG_GUARD)
 
 
-def call(dsn: str, claims: dict[str, str] | None, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
-        conn.execute(
-            "SELECT set_config('request.jwt.claims', %s, true)",
-            (json.dumps(claims) if claims else "",),
-        )
-        cur = conn.execute(sql, tuple(adapt(p) for p in params))
-        return cur.fetchall() if cur.description else []
-
-
 # ---------------------------------------------------------------- how a victim is held
 
 
 @contextmanager
-def open_transaction(
-    dsn: str, claims: dict[str, str] | None, sql: str, *params: Any
-) -> Iterator[int]:
+def open_transaction(dsn: str, claims: Claims, sql: str, *params: Any) -> Iterator[int]:
     """Another transaction that ran `sql` and stays open (holding its locks)."""
-    conn = psycopg.connect(dsn)
-    try:
-        conn.execute(
-            "SELECT set_config('request.jwt.claims', %s, true)",
-            (json.dumps(claims) if claims else "",),
-        )
-        conn.execute(sql, tuple(adapt(p) for p in params))
-        yield conn.info.backend_pid
-    finally:
-        conn.rollback()
-        conn.close()
+    with Principal(dsn, claims) as other, other.conn.transaction(force_rollback=True):
+        other.rows(sql, *params)
+        yield other.conn.info.backend_pid
 
 
 @contextmanager
@@ -192,7 +160,7 @@ def probe(dsn: str, table: str, events: str, nth: int) -> Iterator[int]:
 def kill_inside(
     dsn: str,
     hold: AbstractContextManager[int],
-    claims: dict[str, str] | None,
+    claims: Claims,
     sql: str,
     *params: Any,
     written: int | None = None,
@@ -243,12 +211,20 @@ def kill_inside(
 # ---------------------------------------------------------------- the operations
 
 
+@dataclass
+class World:
+    org: uuid.UUID
+    claims: dict[str, str]  # of a user with memory.read in org
+    user: Principal  # acting with them
+    service: Principal
+
+
 @pytest.fixture
-def world(dsn: str, service) -> dict[str, Any]:
+def world(as_, service: Principal) -> World:
     service.rows("SELECT memory.configure_embeddings(%s)", DIMS)
     org, user = uuid.uuid4(), uuid.uuid4()
     service.rows("SELECT memory.grant(%s, %s, 'memory.read')", org, user)
-    return {"org": org, "user": user, "claims": {"sub": str(user), "role": "authenticated"}}
+    return World(org, user_claims(user), as_(user_claims(user)), service)
 
 
 def fact_batch(n: int, seed: int) -> list[dict[str, Any]]:
@@ -271,38 +247,35 @@ RUN = "SELECT memory.run(%s, %s)"
 SAVE = "SELECT ord, id, duplicate_of FROM memory.save_facts(%s, %s, '{}', 1.0)"
 
 
-def saved_facts(dsn: str, org: uuid.UUID) -> list[str]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT content FROM memory.facts WHERE organization_id = %s ORDER BY 1", (org,)
-        ).fetchall()
-    return [r[0] for r in rows]
+def saved_facts(world: World) -> list[str]:
+    query = "SELECT content FROM memory.facts WHERE organization_id = %s ORDER BY 1"
+    return [r[0] for r in world.service.rows(query, world.org)]
 
 
-def expect_whole_batch(dsn: str, world: dict[str, Any], batch: list[dict[str, Any]]) -> None:
-    result = call(dsn, world["claims"], SAVE, world["org"], batch)
+def expect_whole_batch(world: World, batch: list[dict[str, Any]]) -> None:
+    result = world.user.rows(SAVE, world.org, batch)
     assert len(result) == len(batch)
     assert sum(row[1] is not None for row in result) == len(batch) - len(batch) // 10
     expected = sorted(f["content"] for i, f in enumerate(batch) if i % 10 != 9)
-    assert saved_facts(dsn, world["org"]) == expected
+    assert saved_facts(world) == expected
 
 
 def test_save_facts_killed_waiting_for_the_namespace_lock(dsn, world) -> None:
     batch = fact_batch(500, 1)
     seed = {"command": "create", "path": "/memories/seed.md", "file_text": "x\n"}
-    call(dsn, world["claims"], RUN, world["org"], seed)  # the namespace exists
+    world.user.rows(RUN, world.org, seed)  # the namespace exists
     # Another saver holds the namespace's facts lock (rolled back afterwards).
     blocker = [{"content": "a fact being saved by someone else"}]
-    holder = open_transaction(dsn, world["claims"], SAVE, world["org"], blocker)
-    kill_inside(dsn, holder, world["claims"], SAVE, world["org"], batch, waits_for="advisory")
-    expect_whole_batch(dsn, world, batch)
+    holder = open_transaction(dsn, world.claims, SAVE, world.org, blocker)
+    kill_inside(dsn, holder, world.claims, SAVE, world.org, batch, waits_for="advisory")
+    expect_whole_batch(world, batch)
 
 
 def test_save_facts_killed_after_half_of_the_batch(dsn, world) -> None:
     batch = fact_batch(500, 2)  # 450 facts saved, 50 refused as duplicates
     hold = probe(dsn, "facts", "INSERT", 250)
-    kill_inside(dsn, hold, world["claims"], SAVE, world["org"], batch, written=249)
-    expect_whole_batch(dsn, world, batch)
+    kill_inside(dsn, hold, world.claims, SAVE, world.org, batch, written=249)
+    expect_whole_batch(world, batch)
 
 
 def test_save_facts_killed_while_running(dsn, world) -> None:
@@ -310,7 +283,7 @@ def test_save_facts_killed_while_running(dsn, world) -> None:
     with psycopg.connect(dsn, autocommit=True) as admin:
         started = admin.execute("SELECT pg_postmaster_start_time()").fetchone()
         before = snapshot(admin)
-        with Victim(dsn, world["claims"], SAVE, world["org"], batch) as victim:
+        with Victim(dsn, world.claims, SAVE, world.org, batch) as victim:
             wait_until(
                 lambda: (
                     admin.execute(
@@ -325,20 +298,20 @@ def test_save_facts_killed_while_running(dsn, world) -> None:
             time.sleep(0.3)  # somewhere in the batch; the outcome is checked either way
             admin.execute("SELECT pg_terminate_backend(%s, 60000)", (victim.pid,))
         assert admin.execute("SELECT pg_postmaster_start_time()").fetchone() == started
-        contents = saved_facts(dsn, world["org"])
+        contents = saved_facts(world)
         print(f"save_facts killed while running: {victim.error or 'it had finished'}")
         if victim.error is None:  # it finished before the kill arrived: all of it
             assert contents == sorted(f["content"] for i, f in enumerate(batch) if i % 10 != 9)
         else:  # none of it
             assert isinstance(victim.error, psycopg.OperationalError), victim.error
             assert snapshot(admin) == before
-            expect_whole_batch(dsn, world, batch)
+            expect_whole_batch(world, batch)
 
 
-def pending_facts(dsn: str, world: dict[str, Any], n: int) -> tuple[list[Any], list[str]]:
+def pending_facts(world: World, n: int) -> tuple[list[Any], list[str]]:
     facts = [{"content": f"pending fact {i}"} for i in range(n)]
-    call(dsn, world["claims"], "SELECT * FROM memory.save_facts(%s, %s)", world["org"], facts)
-    rows = call(dsn, None, "SELECT id, content_hash FROM memory.pending_embeddings(%s)", n)
+    world.user.rows("SELECT * FROM memory.save_facts(%s, %s)", world.org, facts)
+    rows = world.service.rows("SELECT id, content_hash FROM memory.pending_embeddings(%s)", n)
     assert len(rows) == n
     return [r[0] for r in rows], [r[1] for r in rows]
 
@@ -353,111 +326,101 @@ def unit_vectors(n: int) -> list[list[float]]:
 SET_EMBEDDINGS = "SELECT memory.set_memory_embeddings(%s, %s, %s, 'fault-test')"
 
 
-def expect_all_embedded(dsn: str, ids: list[Any], hashes: list[str], vectors) -> None:
-    assert call(dsn, None, SET_EMBEDDINGS, ids, hashes, vectors) == [(len(ids),)]
-    with psycopg.connect(dsn) as conn:
-        pending = conn.execute(
-            "SELECT count(*) FROM memory.facts WHERE embedding IS NULL AND id = ANY(%s)", (ids,)
-        ).fetchone()
-    assert pending == (0,)
+def expect_all_embedded(service: Principal, ids: list[Any], hashes: list[str], vectors) -> None:
+    assert service.rows(SET_EMBEDDINGS, ids, hashes, vectors) == [(len(ids),)]
+    pending = "SELECT count(*) FROM memory.facts WHERE embedding IS NULL AND id = ANY(%s)"
+    assert service.rows(pending, ids) == [(0,)]
 
 
 def test_set_memory_embeddings_killed_waiting_for_a_row_lock(dsn, world) -> None:
-    ids, hashes = pending_facts(dsn, world, 200)
+    ids, hashes = pending_facts(world, 200)
     vectors = unit_vectors(200)
     holder = open_transaction(
-        dsn, None, "SELECT 1 FROM memory.facts WHERE id = %s FOR UPDATE", ids[150]
+        dsn, SERVICE, "SELECT 1 FROM memory.facts WHERE id = %s FOR UPDATE", ids[150]
     )
-    kill_inside(dsn, holder, None, SET_EMBEDDINGS, ids, hashes, vectors)
-    expect_all_embedded(dsn, ids, hashes, vectors)
+    kill_inside(dsn, holder, SERVICE, SET_EMBEDDINGS, ids, hashes, vectors)
+    expect_all_embedded(world.service, ids, hashes, vectors)
 
 
 def test_set_memory_embeddings_killed_after_half_of_the_rows(dsn, world) -> None:
-    ids, hashes = pending_facts(dsn, world, 200)
+    ids, hashes = pending_facts(world, 200)
     vectors = unit_vectors(200)
     hold = probe(dsn, "facts", "UPDATE", 100)
-    kill_inside(dsn, hold, None, SET_EMBEDDINGS, ids, hashes, vectors, written=99)
-    expect_all_embedded(dsn, ids, hashes, vectors)
+    kill_inside(dsn, hold, SERVICE, SET_EMBEDDINGS, ids, hashes, vectors, written=99)
+    expect_all_embedded(world.service, ids, hashes, vectors)
 
 
 RENAME = {"command": "rename", "old_path": "/memories/projects", "new_path": "/memories/archive"}
 
 
-def many_files(dsn: str, world: dict[str, Any], n: int) -> None:
+def many_files(world: World, n: int) -> None:
     """n files below /memories/projects, in path order (their physical order too)."""
-    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
-        conn.execute(
-            "SELECT set_config('request.jwt.claims', %s, true)", (json.dumps(world["claims"]),)
-        )
+    with world.user.conn.transaction():  # one transaction: each call a savepoint in it
         for i in range(n):
             command = {
                 "command": "create",
                 "path": f"/memories/projects/p{i // 50}/file-{i:04d}.md",
                 "file_text": f"file {i}\n",
             }
-            conn.execute(RUN, (world["org"], Jsonb(command)))
+            world.user.rows(RUN, world.org, command)
 
 
-def expect_renamed(dsn: str, world: dict[str, Any], n: int) -> None:
-    result = call(dsn, world["claims"], RUN, world["org"], RENAME)
+def expect_renamed(world: World, n: int) -> None:
+    result = world.user.rows(RUN, world.org, RENAME)
     assert result == [("Successfully renamed /memories/projects to /memories/archive",)]
-    files = call(
-        dsn, world["claims"], "SELECT path, version FROM memory.list_files(%s)", world["org"]
-    )
+    files = world.user.rows("SELECT path, version FROM memory.list_files(%s)", world.org)
     assert files == [(f"/memories/archive/p{i // 50}/file-{i:04d}.md", 2) for i in range(n)]
 
 
 def test_rename_killed_waiting_for_the_namespace_lock(dsn, world) -> None:
-    many_files(dsn, world, 300)
+    many_files(world, 300)
     create = {"command": "create", "path": "/memories/blocker.md", "file_text": "x\n"}
-    holder = open_transaction(dsn, world["claims"], RUN, world["org"], create)
-    kill_inside(dsn, holder, world["claims"], RUN, world["org"], RENAME, waits_for="advisory")
-    expect_renamed(dsn, world, 300)
+    holder = open_transaction(dsn, world.claims, RUN, world.org, create)
+    kill_inside(dsn, holder, world.claims, RUN, world.org, RENAME, waits_for="advisory")
+    expect_renamed(world, 300)
 
 
 def test_rename_killed_after_half_of_the_files(dsn, world) -> None:
-    many_files(dsn, world, 300)
+    many_files(world, 300)
     hold = probe(dsn, "files", "UPDATE", 150)
-    kill_inside(dsn, hold, world["claims"], RUN, world["org"], RENAME, written=149)
-    expect_renamed(dsn, world, 300)
+    kill_inside(dsn, hold, world.claims, RUN, world.org, RENAME, written=149)
+    expect_renamed(world, 300)
 
 
 def test_rename_killed_waiting_for_a_row_lock(dsn, world) -> None:
-    many_files(dsn, world, 300)
+    many_files(world, 300)
     holder = open_transaction(
         dsn,
-        None,
+        SERVICE,
         "SELECT 1 FROM memory.files WHERE path = '/memories/projects/p5/file-0299.md' FOR UPDATE",
     )
-    kill_inside(dsn, holder, world["claims"], RUN, world["org"], RENAME)
-    expect_renamed(dsn, world, 300)
+    kill_inside(dsn, holder, world.claims, RUN, world.org, RENAME)
+    expect_renamed(world, 300)
 
 
 WRITE = "SELECT memory.document_write('agent/run-9', %s, %s, %s)"
 
 
-def test_document_write_killed_waiting_for_the_row_lock(dsn) -> None:
-    assert call(dsn, None, WRITE, "plan.md", "v1", None) == [(1,)]
-    holder = open_transaction(dsn, None, WRITE, "plan.md", "blocker", 1)
-    kill_inside(dsn, holder, None, WRITE, "plan.md", "v2", 1)
-    assert call(dsn, None, WRITE, "plan.md", "v2", 1) == [(2,)]
-    read = call(dsn, None, "SELECT memory.document_read('agent/run-9', 'plan.md')")[0][0]
+def test_document_write_killed_waiting_for_the_row_lock(dsn, service) -> None:
+    assert service.rows(WRITE, "plan.md", "v1", None) == [(1,)]
+    holder = open_transaction(dsn, SERVICE, WRITE, "plan.md", "blocker", 1)
+    kill_inside(dsn, holder, SERVICE, WRITE, "plan.md", "v2", 1)
+    assert service.rows(WRITE, "plan.md", "v2", 1) == [(2,)]
+    read = service.value("SELECT memory.document_read('agent/run-9', 'plan.md')")
     assert (read["content"], read["version"]) == ("v2", 2)
 
 
-def test_document_write_killed_between_deleting_the_expired_and_inserting(dsn) -> None:
-    assert call(dsn, None, WRITE, "old.md", "expired", None) == [(1,)]
-    call(
-        dsn,
-        None,
-        "UPDATE memory.documents SET expires_at = now() - interval '1 hour' WHERE path = 'old.md'",
+def test_document_write_killed_between_deleting_the_expired_and_inserting(dsn, service) -> None:
+    assert service.rows(WRITE, "old.md", "expired", None) == [(1,)]
+    service.rows(
+        "UPDATE memory.documents SET expires_at = now() - interval '1 hour' WHERE path = 'old.md'"
     )
     hold = probe(dsn, "documents", "INSERT", 1)
-    kill_inside(dsn, hold, None, WRITE, "old.md", "fresh", None, written=0)
-    with psycopg.connect(dsn) as conn:  # the expired document is still there
-        assert conn.execute("SELECT content FROM memory.documents").fetchall() == [("expired",)]
-    assert call(dsn, None, WRITE, "old.md", "fresh", None) == [(1,)]
-    read = call(dsn, None, "SELECT memory.document_read('agent/run-9', 'old.md')")[0][0]
+    kill_inside(dsn, hold, SERVICE, WRITE, "old.md", "fresh", None, written=0)
+    # The expired document is still there.
+    assert service.rows("SELECT content FROM memory.documents") == [("expired",)]
+    assert service.rows(WRITE, "old.md", "fresh", None) == [(1,)]
+    read = service.value("SELECT memory.document_read('agent/run-9', 'old.md')")
     assert (read["content"], read["version"]) == ("fresh", 1)
 
 
