@@ -41,6 +41,18 @@ EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
 END
 $$;
 
+-- A JSON number without a fraction (1.0 counts), within [low, high] when given.
+CREATE FUNCTION memory._is_integer(value jsonb, low numeric DEFAULT NULL, high numeric DEFAULT NULL)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN jsonb_typeof(value) = 'number' THEN
+        value::numeric = trunc(value::numeric)
+        AND value::numeric >= coalesce(low, value::numeric) AND value::numeric <= coalesce(high, value::numeric)
+    ELSE false END
+$$;
+
 CREATE FUNCTION memory._fail(code text, message text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp

@@ -70,14 +70,12 @@ DECLARE
 BEGIN
     CASE
     WHEN key IN ('max_content', 'max_render', 'view_max_chars') THEN
-        IF jsonb_typeof(value) <> 'number' OR value::numeric <> trunc(value::numeric)
-           OR value::numeric < 100 OR value::numeric > 100000000 THEN
+        IF NOT memory._is_integer(value, 100, 100000000) THEN
             PERFORM memory._fail('MEMORY_INVALID',
                 format('setting %s must be an integer between 100 and 100000000', key));
         END IF;
     WHEN key = 'exact_search_max_rows' THEN
-        IF jsonb_typeof(value) <> 'number' OR value::numeric <> trunc(value::numeric)
-           OR value::numeric < 0 OR value::numeric > 100000000 THEN
+        IF NOT memory._is_integer(value, 0, 100000000) THEN
             PERFORM memory._fail('MEMORY_INVALID',
                 'setting exact_search_max_rows must be an integer between 0 and 100000000');
         END IF;

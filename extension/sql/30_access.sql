@@ -294,6 +294,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT md5(jsonb_build_array(org, scope, owner_id, scope_id)::text)::uuid $$;
 
 -- Parses `ns` jsonb into (scope, scope_id, owner_id given); raises MEMORY_INVALID.
+-- The namespace key that names a scope's id (user and organization have none).
+CREATE FUNCTION memory._scope_id_key(scope text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE scope WHEN 'agent' THEN 'agent_id' WHEN 'chat' THEN 'chat_id' WHEN 'project' THEN 'project_id' END $$;
+
 CREATE FUNCTION memory._parse_ns(ns jsonb, OUT scope text, OUT scope_id text, OUT owner_id uuid)
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -319,8 +325,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID',
             format('unknown namespace scope %L (user, agent, chat, project or organization)', left(scope, 100)));
     END IF;
-    id_key := CASE scope WHEN 'agent' THEN 'agent_id' WHEN 'chat' THEN 'chat_id'
-                         WHEN 'project' THEN 'project_id' END;
+    id_key := memory._scope_id_key(scope);
     SELECT k INTO extra FROM jsonb_object_keys(ns) k
     WHERE k IN ('agent_id', 'chat_id', 'project_id') AND k IS DISTINCT FROM id_key LIMIT 1;
     IF extra IS NOT NULL THEN
@@ -436,7 +441,6 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT jsonb_strip_nulls(jsonb_build_object(
         'scope', target.scope,
-        CASE target.scope WHEN 'agent' THEN 'agent_id' WHEN 'chat' THEN 'chat_id'
-                          WHEN 'project' THEN 'project_id' ELSE 'none' END, target.scope_id,
+        coalesce(memory._scope_id_key(target.scope), 'none'), target.scope_id,
         'owner_id', target.owner_id))
 $$;

@@ -119,7 +119,7 @@ BEGIN
             format('Missing required parameter `%s` for command `%s`', key, command ->> 'command'));
     END IF;
     IF jsonb_typeof(command -> key) <> json_type
-       OR (json_type = 'number' AND (command ->> key)::numeric <> trunc((command ->> key)::numeric)) THEN
+       OR (json_type = 'number' AND NOT memory._is_integer(command -> key)) THEN
         PERFORM memory._fail('MEMORY_INVALID',
             format('Parameter `%s` for command `%s` must be %s', key, command ->> 'command',
                    CASE json_type WHEN 'number' THEN 'an integer' ELSE 'a ' || json_type END));
@@ -155,10 +155,8 @@ BEGIN
         RETURN NULL;
     END IF;
     IF jsonb_typeof(range) <> 'array' OR jsonb_array_length(range) <> 2
-       OR jsonb_typeof(range -> 0) <> 'number' OR jsonb_typeof(range -> 1) <> 'number'
-       OR (range ->> 0)::numeric <> trunc((range ->> 0)::numeric)
-       OR (range ->> 1)::numeric <> trunc((range ->> 1)::numeric)
-       OR abs((range ->> 0)::numeric) > 1000000000 OR abs((range ->> 1)::numeric) > 1000000000 THEN
+       OR NOT memory._is_integer(range -> 0, -1000000000, 1000000000)
+       OR NOT memory._is_integer(range -> 1, -1000000000, 1000000000) THEN
         PERFORM memory._fail('MEMORY_INVALID',
             'Parameter `view_range` for command `view` must be [start_line, end_line], two integers');
     END IF;

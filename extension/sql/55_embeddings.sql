@@ -2,6 +2,14 @@
 -- embedding column, validation of vectors from callers, and the pending
 -- pipeline (pending_embeddings / set_memory_embeddings) shared by every kind.
 
+-- The tables that hold embeddings and search text, each with the condition
+-- that keeps a row searchable (null: every row is). Every job over both
+-- tables loops over these rows, naming the table with format('%I').
+CREATE FUNCTION memory._memory_tables() RETURNS TABLE (kind text, table_name name, live text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ VALUES ('fact'::text, 'facts'::name, 'forgotten_at IS NULL'::text), ('message', 'messages', NULL) $$;
+
 -- The configured embedding type and dimension, read from the catalog.
 CREATE FUNCTION memory._embedding_config(OUT type_name text, OUT dimensions int)
 LANGUAGE sql STABLE
@@ -72,6 +80,7 @@ DECLARE
     max_dimensions int := CASE $2 WHEN 'halfvec' THEN 4000 ELSE 2000 END;
     vector_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
                            WHERE e.extname = 'vector');
+    t record;
 BEGIN
     PERFORM memory._require_service();
     IF kind IS NULL OR kind NOT IN ('vector', 'halfvec') THEN
@@ -84,21 +93,17 @@ BEGIN
     IF (memory._embedding_config()).type_name = kind AND (memory._embedding_config()).dimensions = dimensions THEN
         RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
     END IF;
-    DROP INDEX memory.facts_embedding_idx;
-    DROP INDEX memory.messages_embedding_idx;
-    EXECUTE format('ALTER TABLE memory.facts ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
-                   vector_schema, kind, dimensions);
-    EXECUTE format('ALTER TABLE memory.messages ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
-                   vector_schema, kind, dimensions);
-    -- Leases go too: vectors computed for the old dimension would be refused anyway.
-    UPDATE memory.facts SET embedding_model = NULL, lease_until = NULL
-    WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL;
-    UPDATE memory.messages SET embedding_model = NULL, lease_until = NULL
-    WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL;
-    EXECUTE format('CREATE INDEX facts_embedding_idx ON memory.facts USING hnsw (embedding %I.%I) '
-                   'WHERE forgotten_at IS NULL', vector_schema, kind || '_cosine_ops');
-    EXECUTE format('CREATE INDEX messages_embedding_idx ON memory.messages USING hnsw (embedding %I.%I)',
-                   vector_schema, kind || '_cosine_ops');
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        EXECUTE format('DROP INDEX memory.%I', t.table_name || '_embedding_idx');
+        EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
+                       t.table_name, vector_schema, kind, dimensions);
+        -- Leases go too: vectors computed for the old dimension would be refused anyway.
+        EXECUTE format('UPDATE memory.%I SET embedding_model = NULL, lease_until = NULL '
+                       'WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL', t.table_name);
+        EXECUTE format('CREATE INDEX %I ON memory.%I USING hnsw (embedding %I.%I)',
+                       t.table_name || '_embedding_idx', t.table_name, vector_schema, kind || '_cosine_ops')
+             || coalesce(' WHERE ' || t.live, '');
+    END LOOP;
     RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
 END
 $$;
@@ -113,14 +118,23 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     config record := memory._embedding_config();
+    embedded bigint := 0;
+    pending bigint := 0;
+    t record;
+    n_embedded bigint;
+    n_pending bigint;
 BEGIN
     PERFORM memory._require_service();
-    RETURN jsonb_build_object(
-        'dimensions', config.dimensions, 'type', config.type_name,
-        'embedded', (SELECT count(*) FROM memory.facts WHERE embedding IS NOT NULL)
-                  + (SELECT count(*) FROM memory.messages WHERE embedding IS NOT NULL),
-        'pending', (SELECT count(*) FROM memory.facts WHERE embedding IS NULL AND forgotten_at IS NULL)
-                 + (SELECT count(*) FROM memory.messages WHERE embedding IS NULL));
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        EXECUTE format('SELECT count(*) FILTER (WHERE embedding IS NOT NULL), '
+                       'count(*) FILTER (WHERE embedding IS NULL AND %s) FROM memory.%I',
+                       coalesce(t.live, 'true'), t.table_name)
+        INTO n_embedded, n_pending;
+        embedded := embedded + n_embedded;
+        pending := pending + n_pending;
+    END LOOP;
+    RETURN jsonb_build_object('dimensions', config.dimensions, 'type', config.type_name,
+                              'embedded', embedded, 'pending', pending);
 END
 $$;
 
@@ -133,39 +147,30 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    handed int;
+    t record;
+    handed int := 0;
+    picked int;
 BEGIN
     PERFORM memory._require_service();
     IF max IS NULL OR max < 1 OR max > 10000 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'max must be between 1 and 10000');
     END IF;
-    RETURN QUERY
-    WITH picked AS (
-        SELECT f.organization_id, f.id FROM memory.facts f
-        WHERE f.embedding IS NULL AND f.forgotten_at IS NULL
-          AND (f.lease_until IS NULL OR f.lease_until < clock_timestamp())
-        ORDER BY f.created_at
-        LIMIT max
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE memory.facts f SET lease_until = clock_timestamp() + interval '5 minutes'
-    FROM picked
-    WHERE f.organization_id = picked.organization_id AND f.id = picked.id
-    RETURNING f.id, 'fact'::text, f.content, f.content_hash;
-    GET DIAGNOSTICS handed = ROW_COUNT;
-    RETURN QUERY
-    WITH picked AS (
-        SELECT m.organization_id, m.id FROM memory.messages m
-        WHERE m.embedding IS NULL
-          AND (m.lease_until IS NULL OR m.lease_until < clock_timestamp())
-        ORDER BY m.created_at
-        LIMIT max - handed
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE memory.messages m SET lease_until = clock_timestamp() + interval '5 minutes'
-    FROM picked
-    WHERE m.organization_id = picked.organization_id AND m.id = picked.id
-    RETURNING m.id, 'message'::text, m.content, m.content_hash;
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        EXIT WHEN handed >= max;
+        RETURN QUERY EXECUTE format(
+            'WITH picked AS ('
+            '    SELECT p.organization_id, p.id FROM memory.%1$I p'
+            '    WHERE p.embedding IS NULL AND %2$s'
+            '      AND (p.lease_until IS NULL OR p.lease_until < clock_timestamp())'
+            '    ORDER BY p.created_at LIMIT $1 FOR UPDATE SKIP LOCKED)'
+            ' UPDATE memory.%1$I r SET lease_until = clock_timestamp() + interval ''5 minutes'''
+            ' FROM picked WHERE r.organization_id = picked.organization_id AND r.id = picked.id'
+            ' RETURNING r.id, $2, r.content, r.content_hash',
+            t.table_name, coalesce('p.' || t.live, 'true'))
+        USING max - handed, t.kind;
+        GET DIAGNOSTICS picked = ROW_COUNT;
+        handed := handed + picked;
+    END LOOP;
 END
 $$;
 
@@ -179,7 +184,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    written int;
+    written int := 0;
+    table_written int;
+    t record;
     embeddings @extschema:vector@.vector[];
 BEGIN
     PERFORM memory._require_service();
@@ -197,22 +204,14 @@ BEGIN
     -- Every vector is parsed (and checked) once, before anything is written.
     embeddings := ARRAY(SELECT memory._embedding_json(v) FROM jsonb_array_elements(vectors) WITH ORDINALITY x(v, n)
                         ORDER BY n);
-    WITH batch AS MATERIALIZED (
-        SELECT b.id, b.hash, b.embedding FROM unnest(ids, content_hashes, embeddings) AS b(id, hash, embedding)
-    ), facts_written AS (
-        UPDATE memory.facts f
-        SET embedding = batch.embedding, embedding_model = model, lease_until = NULL
-        FROM batch
-        WHERE f.id = batch.id AND f.content_hash = batch.hash
-        RETURNING 1
-    ), messages_written AS (
-        UPDATE memory.messages m
-        SET embedding = batch.embedding, embedding_model = model, lease_until = NULL
-        FROM batch
-        WHERE m.id = batch.id AND m.content_hash = batch.hash
-        RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM facts_written) + (SELECT count(*) FROM messages_written) INTO written;
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        EXECUTE format('UPDATE memory.%I r SET embedding = b.embedding, embedding_model = $4, lease_until = NULL'
+                       ' FROM unnest($1, $2, $3) AS b(id, hash, embedding)'
+                       ' WHERE r.id = b.id AND r.content_hash = b.hash', t.table_name)
+        USING ids, content_hashes, embeddings, model;
+        GET DIAGNOSTICS table_written = ROW_COUNT;
+        written := written + table_written;
+    END LOOP;
     RETURN written;
 END
 $$;

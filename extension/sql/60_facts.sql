@@ -24,11 +24,16 @@ CREATE TRIGGER messages_search_text BEFORE INSERT OR UPDATE OF content ON memory
 
 -- After text_search_config changes, every stored tsvector follows it.
 CREATE FUNCTION memory._rederive_search_text() RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-    UPDATE memory.facts SET search_text = memory._search_text(content);
-    UPDATE memory.messages SET search_text = memory._search_text(content);
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        EXECUTE format('UPDATE memory.%I SET search_text = memory._search_text(content)', t.table_name);
+    END LOOP;
+END
 $$;
 
 CREATE FUNCTION memory._check_fact_text(content text) RETURNS void
@@ -39,11 +44,7 @@ BEGIN
     IF content IS NULL OR btrim(content) = '' THEN
         PERFORM memory._fail('MEMORY_INVALID', 'a fact needs non-empty content');
     END IF;
-    IF length(content) > memory._setting_int('max_content') THEN
-        PERFORM memory._fail('MEMORY_TOO_LARGE',
-            format('Fact content is %s characters long, over the limit of %s characters',
-                   length(content), memory._setting_int('max_content')));
-    END IF;
+    PERFORM memory._check_size(content, 'Fact');
 END
 $$;
 

@@ -56,6 +56,17 @@ BEGIN
 END
 $$;
 
+-- The error for a document that is not at the version the caller expected.
+CREATE FUNCTION memory._document_conflict(path text, version bigint, expected_version bigint) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory._fail('MEMORY_DOCUMENT_CONFLICT',
+        format('document %s is at version %s, not %s', path, coalesce(version::text, 'none'), expected_version));
+END
+$$;
+
 -- Writes a document; expected_version null = it must not exist yet, n = it
 -- must still be at version n; otherwise MEMORY_DOCUMENT_CONFLICT and nothing
 -- is written. expires_in (seconds) sets a lifetime; null means none.
@@ -96,8 +107,7 @@ BEGIN
         RETURN written;
     END IF;
     IF existing.version IS DISTINCT FROM expected_version THEN
-        PERFORM memory._fail('MEMORY_DOCUMENT_CONFLICT',
-            format('document %s is at version %s, not %s', path, coalesce(existing.version::text, 'none'), expected_version));
+        PERFORM memory._document_conflict(path, existing.version, expected_version);
     END IF;
     UPDATE memory.documents d
     SET content = document_write.content, version = d.version + 1, expires_at = expires, updated_at = now()
@@ -125,8 +135,7 @@ BEGIN
         existing := NULL;
     END IF;
     IF expected_version IS NOT NULL AND existing.version IS DISTINCT FROM expected_version THEN
-        PERFORM memory._fail('MEMORY_DOCUMENT_CONFLICT',
-            format('document %s is at version %s, not %s', path, coalesce(existing.version::text, 'none'), expected_version));
+        PERFORM memory._document_conflict(path, existing.version, expected_version);
     END IF;
     DELETE FROM memory.documents d
     WHERE d.scope_hash = existing.scope_hash AND d.path_hash = existing.path_hash;

@@ -84,9 +84,7 @@ LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF jsonb_typeof(item -> 'version') IS DISTINCT FROM 'number'
-       OR (item ->> 'version')::numeric NOT BETWEEN 1 AND 9007199254740991
-       OR (item ->> 'version')::numeric <> trunc((item ->> 'version')::numeric) THEN
+    IF NOT memory._is_integer(item -> 'version', 1, 9007199254740991) THEN
         PERFORM memory._fail('MEMORY_INVALID',
             format('%s version must be an integer from 1 to 9007199254740991, got %s', what, left((item -> 'version')::text, 40)));
     END IF;
