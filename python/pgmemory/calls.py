@@ -38,6 +38,8 @@ class Call(Generic[T]):
     sql: LiteralString
     params: tuple[Any, ...]
     shape: Callable[[Rows], T]
+    # Never writes: a client with a replica sends it there (docs/scale-out.md).
+    read_only: bool = False
 
 
 class FileContent(TypedDict):
@@ -196,6 +198,7 @@ def render(org: Org, ns: dict[str, Any] | None, max_chars: int | None) -> Call[s
         "SELECT memory.render(%s::uuid, %s::jsonb, %s::int)",
         (_uuid(org), _ns(ns), max_chars),
         _value,
+        read_only=True,
     )
 
 
@@ -204,6 +207,7 @@ def read(org: Org, path: str, ns: dict[str, Any] | None) -> Call[FileContent | N
         "SELECT memory.read(%s::uuid, %s::text, %s::jsonb)",
         (_uuid(org), path, _ns(ns)),
         _value,
+        read_only=True,
     )
 
 
@@ -222,6 +226,7 @@ def list_files(org: Org, ns: dict[str, Any] | None) -> Call[list[FileInfo]]:
         "SELECT path, bytes, version, updated_at FROM memory.list_files(%s::uuid, %s::jsonb)",
         (_uuid(org), _ns(ns)),
         lambda rows: [FileInfo(*row) for row in rows],
+        read_only=True,
     )
 
 
@@ -354,6 +359,7 @@ def search_facts(
             _json(dict(options or {})),
         ),
         lambda rows: [FactHit(*row) for row in rows],
+        read_only=True,
     )
 
 
@@ -374,7 +380,9 @@ def edit_fact(org: Org, fact_id: uuid.UUID | str, content: str) -> Call[int]:
 
 
 def get_fact(org: Org, fact_id: uuid.UUID | str) -> Call[Fact]:
-    return Call("SELECT memory.get_fact(%s::uuid, %s::uuid)", (_uuid(org), fact_id), _value)
+    return Call(
+        "SELECT memory.get_fact(%s::uuid, %s::uuid)", (_uuid(org), fact_id), _value, read_only=True
+    )
 
 
 @dataclass(frozen=True)
@@ -398,11 +406,14 @@ def list_facts(
         " FROM memory.list_facts(%s::uuid, %s::jsonb, %s::int, %s::uuid, %s::boolean)",
         (_uuid(org), _ns(ns), max, after, forgotten),
         lambda rows: [FactInfo(*row) for row in rows],
+        read_only=True,
     )
 
 
 def stats(org: Org, ns: Namespace | None) -> Call[dict[str, int]]:
-    return Call("SELECT memory.stats(%s::uuid, %s::jsonb)", (_uuid(org), _ns(ns)), _value)
+    return Call(
+        "SELECT memory.stats(%s::uuid, %s::jsonb)", (_uuid(org), _ns(ns)), _value, read_only=True
+    )
 
 
 # ------------------------------------------------------------------ embeddings (service)
@@ -510,6 +521,7 @@ def search_messages(
             _json(dict(options or {})),
         ),
         lambda rows: [MessageHit(*row) for row in rows],
+        read_only=True,
     )
 
 
@@ -594,7 +606,9 @@ def erase_user(org: Org, user_id: uuid.UUID | str) -> Call[dict[str, int]]:
 
 
 def export(org: Org, ns: Namespace | None) -> Call[dict[str, Any]]:
-    return Call("SELECT memory.export(%s::uuid, %s::jsonb)", (_uuid(org), _ns(ns)), _value)
+    return Call(
+        "SELECT memory.export(%s::uuid, %s::jsonb)", (_uuid(org), _ns(ns)), _value, read_only=True
+    )
 
 
 def import_(org: Org, data: Mapping[str, Any], ns: Namespace | None) -> Call[dict[str, int]]:

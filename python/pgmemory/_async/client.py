@@ -36,7 +36,12 @@ if TYPE_CHECKING:
 
 
 class AsyncMemory(Client):
-    """Long-term memory over a DSN, a psycopg AsyncConnection or an AsyncConnectionPool."""
+    """Long-term memory over a DSN, a psycopg AsyncConnection or an AsyncConnectionPool.
+
+    `replica` (the same kinds) takes the calls that never write: searches,
+    `render`, `read`, `list_files`, `archival.get`, `archival.list`, `stats` and
+    `export`; everything else goes to `target`. A replica that lags shows
+    a write only once it has replayed it (docs/scale-out.md)."""
 
     _source: AsyncSource
 
@@ -46,8 +51,10 @@ class AsyncMemory(Client):
         embedder: Embedder | None = None,
         *,
         service: bool = False,
+        replica: str | psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any] | None = None,
     ) -> None:
-        self._init(AsyncSource(target), embedder, "" if service else None, owner=True)
+        source = AsyncSource(target, replica)
+        self._init(source, embedder, "" if service else None, owner=True)
 
     @property
     def archival(self) -> AsyncArchival:

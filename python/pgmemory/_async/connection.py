@@ -37,13 +37,17 @@ class AsyncSource:
     """The connections of an `AsyncMemory`: a pool's, or one connection guarded by a lock."""
 
     def __init__(
-        self, target: str | psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any]
+        self,
+        target: str | psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
+        replica: str | psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any] | None = None,
     ) -> None:
         if not isinstance(target, (str, psycopg.AsyncConnection, AsyncConnectionPool)):
             raise TypeError(
                 "AsyncMemory needs a DSN, a psycopg.AsyncConnection or a"
                 f" psycopg_pool.AsyncConnectionPool, got {type(target).__name__}"
             )
+        # Where the calls that never write go: a hot standby (or any read replica).
+        self._replica = AsyncSource(replica) if replica is not None else None
         self._dsn = target if isinstance(target, str) else None
         self._pool = target if isinstance(target, AsyncConnectionPool) else None
         self._conn = target if isinstance(target, psycopg.AsyncConnection) else None
@@ -70,7 +74,9 @@ class AsyncSource:
             yield self._conn
 
     async def close(self) -> None:
-        """Close the connection we opened from a DSN; borrowed ones stay open."""
+        """Close the connections we opened from a DSN; borrowed ones stay open."""
+        if self._replica is not None:
+            await self._replica.close()
         async with self._lock:
             self._closed = self._dsn is not None
             if self._dsn is not None and self._conn is not None:
@@ -78,7 +84,10 @@ class AsyncSource:
                 self._conn = None
 
     async def execute(self, claims: str | None, call: Call[T]) -> T:
-        """Run `call` in one transaction as `claims`; a psycopg error is raised translated."""
+        """Run `call` in one transaction as `claims`; a psycopg error is raised translated.
+        A call that never writes goes to the replica when there is one."""
+        if call.read_only and self._replica is not None:
+            return await self._replica.execute(claims, call)
         login = None
         try:
             async with (

@@ -38,7 +38,12 @@ if TYPE_CHECKING:
 
 
 class Memory(Client):
-    """Long-term memory over a DSN, a psycopg Connection or a ConnectionPool."""
+    """Long-term memory over a DSN, a psycopg Connection or a ConnectionPool.
+
+    `replica` (the same kinds) takes the calls that never write: searches,
+    `render`, `read`, `list_files`, `archival.get`, `archival.list`, `stats` and
+    `export`; everything else goes to `target`. A replica that lags shows
+    a write only once it has replayed it (docs/scale-out.md)."""
 
     _source: Source
 
@@ -48,8 +53,10 @@ class Memory(Client):
         embedder: Embedder | None = None,
         *,
         service: bool = False,
+        replica: str | psycopg.Connection[Any] | ConnectionPool[Any] | None = None,
     ) -> None:
-        self._init(Source(target), embedder, "" if service else None, owner=True)
+        source = Source(target, replica)
+        self._init(source, embedder, "" if service else None, owner=True)
 
     @property
     def archival(self) -> Archival:

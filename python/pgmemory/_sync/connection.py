@@ -35,11 +35,16 @@ def _prepare(conn: psycopg.Connection[Any]) -> None:
 class Source:
     """The connections of a `Memory`: a pool's, or one connection guarded by a lock."""
 
-    def __init__(self, target: str | psycopg.Connection[Any] | ConnectionPool[Any]) -> None:
+    def __init__(
+        self,
+        target: str | psycopg.Connection[Any] | ConnectionPool[Any],
+        replica: str | psycopg.Connection[Any] | ConnectionPool[Any] | None = None,
+    ) -> None:
         if not isinstance(target, (str, psycopg.Connection, ConnectionPool)):
             raise TypeError(
                 f"Memory needs a DSN, a psycopg.Connection or a psycopg_pool.ConnectionPool, got {type(target).__name__}"
             )
+        self._replica = Source(replica) if replica is not None else None
         self._dsn = target if isinstance(target, str) else None
         self._pool = target if isinstance(target, ConnectionPool) else None
         self._conn = target if isinstance(target, psycopg.Connection) else None
@@ -63,7 +68,9 @@ class Source:
             yield self._conn
 
     def close(self) -> None:
-        """Close the connection we opened from a DSN; borrowed ones stay open."""
+        """Close the connections we opened from a DSN; borrowed ones stay open."""
+        if self._replica is not None:
+            self._replica.close()
         with self._lock:
             self._closed = self._dsn is not None
             if self._dsn is not None and self._conn is not None:
@@ -71,7 +78,10 @@ class Source:
                 self._conn = None
 
     def execute(self, claims: str | None, call: Call[T]) -> T:
-        """Run `call` in one transaction as `claims`; a psycopg error is raised translated."""
+        """Run `call` in one transaction as `claims`; a psycopg error is raised translated.
+        A call that never writes goes to the replica when there is one."""
+        if call.read_only and self._replica is not None:
+            return self._replica.execute(claims, call)
         login = None
         try:
             with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
