@@ -182,6 +182,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
+def fill(template: str, *values: dict[str, Any], **more: Any) -> str:
+    """A section template (str.format syntax) filled from dicts of values (later ones win)."""
+    return template.format_map({k: v for d in (*values, more) for k, v in d.items()})
+
+
 def spread(s: Stat, fmt: str = ".2f") -> str:
     """A Stat as a table cell: `median (min..max)`."""
     return f"{s['median']:{fmt}} ({s['min']:{fmt}}..{s['max']:{fmt}})"

@@ -1,43 +1,7 @@
-"""Core memory: `memory.run` against the anthropic SDK's reference memory tool,
-command by command, on one realistic trace.
-
-The trace is generated (seeded, so every run replays the same commands): an
-agent's sessions over weeks, each opening with a `view` of /memories, then a
-few files viewed, then edits: `str_replace` (a line, a fragment, two lines,
-or a line removed), `insert`, `create`, now and then a `rename` (often into
-/memories/archive) or a `delete`, and a few commands that fail as an agent's
-do: `str_replace` with an old_str it misremembered, a `view` of a file it
-renamed or deleted earlier, an `insert` past the end. A Python model of the
-files keeps the trace valid, so everything else succeeds. Commands are dicts
-exactly as the memory tool (`memory_20250818`) sends them.
-
-Replayed, each round into a fresh namespace or directory, after an untimed
-warm-up of the same connection (or tool) on a scratch one:
-
-- memory.run (SQL): `SELECT memory.run(org, command, ns)` on one autocommit
-  connection over the embedded server's unix socket, as the service (the
-  superuser login, no claims) with `ns = {"scope": "user", "owner_id": …}`:
-  one round trip per command;
-- memory.run (SQL), synchronous_commit off: the same, the session's commits not
-  waiting for the WAL flush (the function's cost without the disk's);
-- pgmemory client: `Memory(dsn).as_user(user).run(org, command)`, the path of
-  an application (and of `pgmemory.anthropic.MemoryTool`): per command a
-  transaction that sets the user's claims, then the same call; the user holds
-  the read permission in the organization;
-- local tool: `BetaLocalFilesystemMemoryTool(base_path=tmp).call(command)`,
-  the SDK's reference implementation on a directory of the same disk (it
-  fsyncs every write, as PostgreSQL does every commit);
-- memory.run, 8 clients: 8 threads, one connection each, each replaying the
-  trace as above into its own user's namespace, all released at once.
-
-Correctness is checked on every replay against the oracle of
-tests/oracle.py (the reference tool with the deviations docs/core-memory.md
-lists), replayed once untimed: every command's outcome (success or failure,
-and its text) must be the oracle's, and so must the `view` of every file
-after the replay (untimed).
-
-Last, one more replay of memory.run (SQL) with `track_functions = all` shows
-where the server spends its time (pg_stat_user_functions, self time).
+"""Core memory: `memory.run` against the anthropic SDK's reference memory tool, command
+by command, on one generated trace of an agent's sessions; every side's outcomes and
+files are checked against the oracle of tests/oracle.py. SECTION (below) is what is
+measured and how, as docs/benchmarks.md shows it.
 
     .venv/bin/python -m bench.core            # 10,000 commands
     .venv/bin/python -m bench.core --quick    # 2,000 commands
@@ -65,6 +29,7 @@ from bench._common import (
     Row,
     database,
     error_bars,
+    fill,
     medians,
     new_result,
     options,
@@ -96,6 +61,48 @@ SIDES = {
     "local": "local tool",
     "sql8": f"memory.run, {CLIENTS} clients",
 }
+
+SECTION = """\
+## Core memory (bench/core.py)
+
+One generated trace of {commands:,} memory-tool commands (seed {seed}), each a dict exactly as the model sends it: an agent's sessions, each opening with a `view` of /memories, then a few files viewed and edited; now and then a rename (often into /memories/archive) or a delete, and a few commands that fail as an agent's do (an old_str it misremembered, a file it had renamed, a line past the end). Mix: {mix}. At the end {files_at_end} files, {bytes_at_end:,} bytes.
+
+Each round replays the whole trace on every side, into a fresh namespace or directory, after an untimed warm-up of {warmup} commands on a scratch one:
+
+- **memory.run (SQL)**: `SELECT memory.run(org, command, ns)` on one autocommit connection over the unix socket, as the service with `ns = {{"scope": "user", "owner_id": …}}`: one round trip per command, each committed (`fsync` {fsync}, `synchronous_commit` {synchronous_commit});
+- **memory.run (SQL), synchronous_commit off**: the same with the session's commits not waiting for the WAL flush: the cost of the function without the disk;
+- **pgmemory client**: `Memory(dsn).as_user(user).run(org, command)`, what an application (and `pgmemory.anthropic.MemoryTool`) does: per command a transaction that sets the user's claims, then the same call;
+- **local tool**: the anthropic SDK's `BetaLocalFilesystemMemoryTool.call(command)` on a directory of the same disk (it fsyncs every file it writes);
+- **{sql8}**: {clients} threads, one connection each, each replaying the trace as memory.run (SQL) into its own user's namespace, all released at once; latencies pooled over the clients.
+
+Latency is per command, measured by the client (`perf_counter`): a round's p50 and p95 per command type, then the median of {rounds} rounds (min..max of rounds).{load}
+
+p50 latency, ms:
+
+{p50}
+
+p95 latency, ms:
+
+{p95}
+
+Throughput (for the concurrent clients: all their commands per second of wall time), and the correctness check made on every replay: after it, the `view` of every file must be the same text as {check}
+
+{throughput}
+
+![core memory p50 latency per command](../bench/results/{name}-latency.png)
+{profile}
+Reproduce: `.venv/bin/python -m bench.core{quick}` (`--rounds N`, `--commands N`)."""
+CHECK = {  # what the outcomes were compared with: the oracle, or (earlier runs) the SDK's tool
+    "every command": "the oracle's (the reference tool with the deviations docs/core-memory.md lists, tests/oracle.py), and so must every command's outcome (success or failure and its text):",
+    None: "the reference tool's, and so must every command's outcome (success or failure and its text; directory views excepted, whose sizes differ by design, see docs/core-memory.md):",
+}
+PROFILE = """
+### Where memory.run spends its time
+
+One more replay of memory.run (SQL) with `track_functions = all`; `pg_stat_user_functions` then gives each function's own (self) time. memory.run took on average {run_server_ms_per_call:.3f} ms per successful call on the server, of {client_ms_per_ok_command:.3f} ms on average per successful command measured by the client (the rest: the round trip, parse and bind, the commit and its WAL flush, psycopg). The functions with the most self time:
+
+{table}
+"""
 
 # ------------------------------------------------------------------------------- the trace
 
@@ -179,7 +186,14 @@ class _Done(Exception):
 
 
 class TraceBuilder:
-    """Generates sessions of an agent's memory-tool use over a model of the files."""
+    """Generates sessions of an agent's memory-tool use over a model of the files (seeded,
+    so every run replays the same commands). A session opens with a `view` of /memories,
+    views a few files, then edits: `str_replace` (a line, a fragment, two lines, or a line
+    removed), `insert`, `create`, now and then a `rename` (often into /memories/archive)
+    or a `delete`, and a few commands that fail as an agent's do: an old_str it
+    misremembered, a `view` of a file it renamed or deleted, an `insert` past the end. The
+    model keeps the rest valid; commands are dicts exactly as the memory tool
+    (`memory_20250818`) sends them."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -875,73 +889,10 @@ def targets(r: Result) -> list[dict[str, Any]]:
 
 
 def markdown(r: Result) -> str:
-    c, env = r["config"], r["environment"]
-    s, load = env["server_settings"], env.get("loadavg_before")
-    name = "core-quick" if r["quick"] else "core"
-    out = [
-        "## Core memory (bench/core.py)",
-        "",
-        f"One generated trace of {c['commands']:,} memory-tool commands (seed {c['seed']}), "
-        "each a dict exactly as the model sends it: an agent's sessions, each opening with "
-        "a `view` of /memories, then a few files viewed and edited; now and then a rename "
-        "(often into /memories/archive) or a delete, and a few commands that fail as an "
-        "agent's do (an old_str it misremembered, a file it had renamed, a line past the "
-        f"end). Mix: {_mix_text(c['mix'])}. At the end {r['tables']['checks'][0]['files_at_end']} "
-        f"files, {c['bytes_at_end']:,} bytes.",
-        "",
-        "Each round replays the whole trace on every side, into a fresh namespace or "
-        f"directory, after an untimed warm-up of {c['warmup']} commands on a scratch one:",
-        "",
-        "- **memory.run (SQL)**: `SELECT memory.run(org, command, ns)` on one autocommit "
-        "connection over the unix socket, as the service with "
-        '`ns = {"scope": "user", "owner_id": …}`: one round trip per command, each '
-        f"committed (`fsync` {s['fsync']}, `synchronous_commit` {s['synchronous_commit']});",
-        "- **memory.run (SQL), synchronous_commit off**: the same with the session's commits "
-        "not waiting for the WAL flush: the cost of the function without the disk;",
-        "- **pgmemory client**: `Memory(dsn).as_user(user).run(org, command)`, what an "
-        "application (and `pgmemory.anthropic.MemoryTool`) does: per command a "
-        "transaction that sets the user's claims, then the same call;",
-        "- **local tool**: the anthropic SDK's `BetaLocalFilesystemMemoryTool.call(command)` "
-        "on a directory of the same disk (it fsyncs every file it writes);",
-        f"- **{_sides(r)['sql8']['label']}**: {c['clients']} threads, one connection each, each "
-        "replaying the trace as memory.run (SQL) into its own user's namespace, all "
-        "released at once; latencies pooled over the clients.",
-        "",
-        "Latency is per command, measured by the client (`perf_counter`): a round's p50 and "
-        f"p95 per command type, then the median of {c['rounds']} rounds (min..max of rounds)."
-        + (
-            f" Load average when the run started: {load[0]:.2f} on {env['machine']['nproc']} cores."
-            if load
-            else ""
-        ),
-        "",
-        "p50 latency, ms:",
-        "",
-        latency_table(r, "p50_ms"),
-        "",
-        "p95 latency, ms:",
-        "",
-        latency_table(r, "p95_ms"),
-        "",
-        "Throughput (for the concurrent clients: all their commands per second of wall "
-        "time), and the correctness check made on every replay: after it, the `view` of "
-        "every file must be the same text as "
-        + (
-            "the oracle's (the reference tool with the deviations docs/core-memory.md lists, "
-            "tests/oracle.py), and so must every command's outcome (success or failure and "
-            "its text):"
-            if c.get("compared") == "every command"
-            else "the reference tool's, and so must every command's outcome (success or failure "
-            "and its text; directory views excepted, whose sizes differ by design, see "
-            "docs/core-memory.md):"
-        ),
-        "",
-        throughput_table(r),
-        "",
-        f"![core memory p50 latency per command](../bench/results/{name}-latency.png)",
-    ]
-    if "profile" in r["tables"]:
-        run = r["tables"]["profile_run"][0]
+    c, env, t = r["config"], r["environment"], r["tables"]
+    load = env.get("loadavg_before")
+    profile = ""
+    if "profile" in t:
         rows = [
             (
                 f"`{f['function']}`",
@@ -949,25 +900,28 @@ def markdown(r: Result) -> str:
                 f"{f['self_us_per_call']:.1f}",
                 f"{f['self_share_of_run']:.0%}",
             )
-            for f in r["tables"]["profile"]
+            for f in t["profile"]
         ]
-        out += [
-            "",
-            "### Where memory.run spends its time",
-            "",
-            "One more replay of memory.run (SQL) with `track_functions = all`; "
-            "`pg_stat_user_functions` then gives each function's own (self) time. memory.run "
-            f"took on average {run['run_server_ms_per_call']:.3f} ms per successful call on "
-            f"the server, of {run['client_ms_per_ok_command']:.3f} ms on average per "
-            "successful command measured by the client (the rest: the round trip, parse and "
-            "bind, the commit and its WAL flush, psycopg). The functions with the most self "
-            "time:",
-            "",
-            table(["function", "calls", "self µs per call", "share of memory.run's time"], rows),
-        ]
-    cmd = "`.venv/bin/python -m bench.core" + (" --quick`" if r["quick"] else "`")
-    out += ["", f"Reproduce: {cmd} (`--rounds N`, `--commands N`)."]
-    return "\n".join(out)
+        headers = ["function", "calls", "self µs per call", "share of memory.run's time"]
+        profile = PROFILE.format(**t["profile_run"][0], table=table(headers, rows))
+    return fill(
+        SECTION,
+        c,
+        env["server_settings"],
+        mix=_mix_text(c["mix"]),
+        files_at_end=t["checks"][0]["files_at_end"],
+        sql8=_sides(r)["sql8"]["label"],
+        load=f" Load average when the run started: {load[0]:.2f} on {env['machine']['nproc']} cores."
+        if load
+        else "",
+        p50=latency_table(r, "p50_ms"),
+        p95=latency_table(r, "p95_ms"),
+        check=CHECK[c.get("compared")],
+        throughput=throughput_table(r),
+        name="core-quick" if r["quick"] else "core",
+        profile=profile,
+        quick=" --quick" if r["quick"] else "",
+    )
 
 
 def figure(plt: Any, r: Result) -> Any:

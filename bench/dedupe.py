@@ -1,26 +1,7 @@
 """Saving facts with dedupe: memory.save_facts of 100 facts in one call, against
-client-side loops over the same 100 facts, and 8 concurrent writers.
-
-Data: LoCoMo turns embedded with LocalEmbedder (real text, so the default
-threshold 0.92 refuses a few). Every measurement saves into a fresh namespace
-(a second save of the same facts would only find duplicates); a namespace may
-be pre-filled with generated vectors so that the dedupe check runs against
-an exact scan (small namespace) or the HNSW index (over exact_search_max_rows).
-The table also holds a background tenant of 2,000 facts and is ANALYZEd before
-the measurements start.
-
-- save_facts: one call, 100 facts;
-- search top-1, then INSERT (the client-side loop users write, 200 calls): per fact
-  memory.search_facts with k 1 (vector only), then, when the nearest is below the
-  threshold, an INSERT of the fact's row as save_facts would store it; each call its
-  own transaction, as the pgmemory client runs them; not safe under concurrency;
-- save_fact loop (100 calls): the dedupe check runs inside each call;
-- plain SQL loop (200 calls): what a client writes on a bare pgvector table:
-  `ORDER BY embedding <=> q LIMIT 1` within the namespace (pgvector defaults), then
-  the same INSERT.
-- 8 writers at once (threads, one connection each): into 8 namespaces, and
-  all into one namespace (writers of one namespace serialize on its lock);
-  then 8 writers saving the same 100 facts into one namespace: each stored once.
+client-side loops over the same 100 facts, and 8 concurrent writers, on LoCoMo turns
+with their LocalEmbedder vectors. SECTION (below) is what is measured and how, as
+docs/benchmarks.md shows it.
 
     .venv/bin/python -m bench.dedupe [--quick]
 """
@@ -39,6 +20,7 @@ from bench._common import (
     Row,
     database,
     error_bars,
+    fill,
     locomo_turns,
     medians,
     new_result,
@@ -50,6 +32,37 @@ from bench._common import (
     table,
     timed,
 )
+
+SECTION = """\
+## Saving with dedupe (bench/dedupe.py)
+
+{batch} LoCoMo turns with their LocalEmbedder vectors per measurement, default threshold {threshold}, each measurement into a fresh namespace (saving the same facts twice would only find duplicates), optionally pre-filled with random unit vectors by COPY: 1,000 facts (under `exact_search_max_rows`: the dedupe check is an exact scan) or 5,000 (over it: the HNSW index); the table also holds another tenant's {background_facts:,} facts and is ANALYZEd before the measurements.
+
+Methods, each on the same 100 facts in a round (their order rotating between rounds):
+
+- **save_facts**: one call of `memory.save_facts` with the 100 facts: per fact a lookup by normalized text, a top-1 nearest-neighbour check, an insert — all inside one function call, one transaction, under the namespace's lock;
+- **search top-1, then INSERT** — the client-side loop of the target: per fact `memory.search_facts(…, k => 1, options => {{"text_weight": 0}})`, then, when the nearest fact is below the threshold, a plain `INSERT` of the row as save_facts stores it (200 round trips, each call its own transaction as the pgmemory client runs them; two concurrent writers can both insert the same fact);
+- **save_fact loop**: 100 calls of `memory.save_fact` (the check runs in each);
+- **plain SQL top-1, then INSERT**: the loop on a bare pgvector table: `WHERE namespace_id = $1 AND forgotten_at IS NULL ORDER BY embedding <=> $2 LIMIT 1` with pgvector's defaults, then the same INSERT.
+
+facts/s: median of {repeat} (min..max). Speed-up: save_facts' rate over the method's, per round (the same facts), then the median (min..max) of the rounds.
+
+{single}
+
+{writers} concurrent writers (threads, one connection each, one save_facts of {batch} facts each, all released at once; facts offered per second of wall time, median of {repeat} (min..max)):
+
+{concurrent}
+
+![save_facts against client-side loops, and {writers} writers](../bench/results/dedupe{quick}.png)
+
+Writers of one namespace serialize on its lock, so 8 writers saving the same 100 facts store each once; the few refusals among 800 distinct turns are real near-duplicates at cosine ≥ the threshold (in one namespace more turns meet each other).
+
+What bounds the speed-up: both save_facts and the loop pay, per fact, the nearest-neighbour check and the insert with its HNSW and GIN entries; the loop adds two round trips per fact, a commit (a WAL flush) per insert and `search_facts`' per-call work (namespace resolution, option parsing, the query's lexemes, a 40-deep list for k = 1). That overhead is fixed while the check grows with the namespace, so the speed-up shrinks as the namespace grows: {speedups}.
+{slower}
+Reproduce: `.venv/bin/python -m bench.dedupe{reproduce}` (`--repeat N`)."""
+SLOWER = """
+The plain SQL loop beats save_facts at {slower}: its top-1 query walks the HNSW index with pgvector's defaults (`hnsw.ef_search` 40, no iterative scan), where save_facts' check is an exact scan up to `exact_search_max_rows` (2,000 facts) and an HNSW scan with `ef_search` 400 above it, so that it does not miss a near-duplicate; a filtered HNSW scan with pgvector's defaults can miss the nearest fact or return no row at all (bench/search.py).
+"""
 
 BATCH = 100
 WRITERS = 8
@@ -285,7 +298,7 @@ def targets(r: Result) -> list[dict[str, Any]]:
 
 
 def markdown(r: Result) -> str:
-    c = r["config"]
+    c, single = r["config"], _single(r)
     rows = [
         (
             f"{row['prefill']:,}",
@@ -306,93 +319,33 @@ def markdown(r: Result) -> str:
         )
         for row in r["tables"]["concurrent"]
     ]
-    out = [
-        "## Saving with dedupe (bench/dedupe.py)",
-        "",
-        f"{c['batch']} LoCoMo turns with their LocalEmbedder vectors per measurement, default "
-        f"threshold {c['threshold']}, each measurement into a fresh namespace "
-        "(saving the same facts twice would only find duplicates), optionally pre-filled "
-        "with random unit vectors by COPY: 1,000 facts (under `exact_search_max_rows`: the "
-        "dedupe check is an exact scan) or 5,000 (over it: the HNSW index); the table also "
-        f"holds another tenant's {c['background_facts']:,} facts and is ANALYZEd before the "
-        "measurements.",
-        "",
-        "Methods, each on the same 100 facts in a round (their order rotating between rounds):",
-        "",
-        "- **save_facts**: one call of `memory.save_facts` with the 100 facts: per fact a "
-        "lookup by normalized text, a top-1 nearest-neighbour check, an insert — all inside "
-        "one function call, one transaction, under the namespace's lock;",
-        "- **search top-1, then INSERT** — the client-side loop of the target: per fact "
-        '`memory.search_facts(…, k => 1, options => {"text_weight": 0})`, then, when the '
-        "nearest fact is below the threshold, a plain `INSERT` of the row as save_facts "
-        "stores it (200 round trips, each call its own transaction as the pgmemory client "
-        "runs them; two concurrent writers can both insert the same fact);",
-        "- **save_fact loop**: 100 calls of `memory.save_fact` (the check runs in each);",
-        "- **plain SQL top-1, then INSERT**: the loop on a bare pgvector table: "
-        "`WHERE namespace_id = $1 AND forgotten_at IS NULL ORDER BY embedding <=> $2 LIMIT 1` "
-        "with pgvector's defaults, then the same INSERT.",
-        "",
-        f"facts/s: median of {c['repeat']} (min..max). Speed-up: save_facts' rate over the "
-        "method's, per round (the same facts), then the median (min..max) of the rounds.",
-        "",
-        table(
-            [
-                "facts already in namespace",
-                "method",
-                "facts/s",
-                "save_facts speed-up",
-                "stored of 100",
-            ],
-            rows,
-        ),
-        "",
-        f"{WRITERS} concurrent writers (threads, one connection each, one save_facts of "
-        f"{c['batch']} facts each, all released at once; facts offered per second of wall "
-        f"time, median of {c['repeat']} (min..max)):",
-        "",
-        table(["scenario", "facts/s", "stored"], conc),
-        "",
-        f"![save_facts against client-side loops, and {WRITERS} writers]"
-        f"(../bench/results/dedupe{'-quick' if r['quick'] else ''}.png)",
-        "",
-        "Writers of one namespace serialize on its lock, so 8 writers saving the same 100 "
-        "facts store each once; the few refusals among 800 distinct turns are real "
-        "near-duplicates at cosine ≥ the threshold (in one namespace more turns meet each "
-        "other).",
-        "",
-        "What bounds the speed-up: both save_facts and the loop pay, per fact, the "
-        "nearest-neighbour check and the insert with its HNSW and GIN entries; the loop "
-        "adds two round trips per fact, a commit (a WAL flush) per insert and "
-        "`search_facts`' per-call work (namespace resolution, option parsing, the query's "
-        "lexemes, a 40-deep list for k = 1). That overhead is fixed while the check grows "
-        "with the namespace, so the speed-up shrinks as the namespace grows: "
-        + ", ".join(
-            f"{by[SEARCH_INSERT]['speedup']['median']:.1f}{X} at {p:,} facts"
-            for p, by in _single(r).items()
-        )
-        + ".",
+    headers = [
+        "facts already in namespace",
+        "method",
+        "facts/s",
+        "save_facts speed-up",
+        "stored of 100",
     ]
-    slower = {
-        p: x for p, by in _single(r).items() if (x := by[PLAIN_LOOP]["speedup"]["median"]) < 1
-    }
-    if slower:
-        out += [
-            "",
-            "The plain SQL loop beats save_facts at "
-            + ", ".join(f"{p:,} facts ({x:.1f}{X})" for p, x in slower.items())
-            + ": its top-1 query walks the HNSW index with pgvector's defaults "
-            "(`hnsw.ef_search` 40, no iterative scan), where save_facts' check is an exact "
-            "scan up to `exact_search_max_rows` (2,000 facts) and an HNSW scan with "
-            "`ef_search` 400 above it, so that it does not miss a near-duplicate; a filtered "
-            "HNSW scan with pgvector's defaults can miss the nearest fact or return no row "
-            "at all (bench/search.py).",
-        ]
-    out += [
-        "",
-        f"Reproduce: `.venv/bin/python -m bench.dedupe{' --quick' if r['quick'] else ''}` "
-        "(`--repeat N`).",
+    speedups = [
+        f"{by[SEARCH_INSERT]['speedup']['median']:.1f}{X} at {p:,} facts"
+        for p, by in single.items()
     ]
-    return "\n".join(out)
+    slower = [
+        f"{p:,} facts ({x:.1f}{X})"
+        for p, by in single.items()
+        if (x := by[PLAIN_LOOP]["speedup"]["median"]) < 1
+    ]
+    return fill(
+        SECTION,
+        c,
+        writers=WRITERS,
+        single=table(headers, rows),
+        concurrent=table(["scenario", "facts/s", "stored"], conc),
+        quick="-quick" if r["quick"] else "",
+        speedups=", ".join(speedups),
+        slower=fill(SLOWER, slower=", ".join(slower)) if slower else "",
+        reproduce=" --quick" if r["quick"] else "",
+    )
 
 
 def figure(plt: Any, r: Result) -> Any:

@@ -1,19 +1,7 @@
-"""LocalEmbedder throughput, and the embedding pipeline's overhead over it.
-
-1. Raw throughput: the same LoCoMo turns embedded in one `embed` call each,
-   `--repeat` times, for each onnxruntime thread setting (the model loads once,
-   timed apart).
-2. The pipeline: the same texts saved without embeddings (half as facts through
-   `save_extracted`, half as messages through `recall.index`), then
-   `Memory.embed_pending(batch)` end to end: per batch `memory.pending_embeddings`
-   (claim), one embedder call, one `memory.set_memory_embeddings` (write back, which
-   also inserts into the HNSW indexes). Against it, the raw embedder on the same
-   texts in batches of the same size. Rounds interleave raw and pipeline (their
-   order alternates) so that noise hits both; each round refills the tables. The
-   pipeline's time is split by thin timers around the client's connection source
-   and embedder; a floor for the write is measured on the same rows: a plain
-   `UPDATE … FROM unnest(ids, vectors)` with binary vectors (the HNSW insert
-   without the JSON transport and validation).
+"""LocalEmbedder throughput, and the embedding pipeline's overhead over it: the raw
+embedder on LoCoMo turns, then `Memory.embed_pending` end to end against the raw
+embedder on the same texts, its time split into its parts. SECTION (below) is what is
+measured and how, as docs/benchmarks.md shows it.
 
     .venv/bin/python -m bench.embed [--quick]
 """
@@ -32,6 +20,7 @@ from bench._common import (
     Row,
     database,
     error_bars,
+    fill,
     locomo_turns,
     medians,
     new_result,
@@ -42,6 +31,36 @@ from bench._common import (
     table,
     timed,
 )
+
+SECTION = """\
+## Embedding (bench/embed.py)
+
+{texts:,} LoCoMo turns (`speaker: text`; median {tokens_median:.0f} word pieces, max {tokens_max}, {tokens_total:,} in all) through `LocalEmbedder` (all-MiniLM-L6-v2, int8 ONNX on onnxruntime).
+
+### Raw throughput
+
+One `embed` call with all {texts:,} texts (the embedder sorts them by length and runs batches of 64), {repeat} repeats; the model loads once, timed apart.
+
+{raw}
+
+### The pipeline: embed_pending against the raw embedder
+
+The same texts saved without embeddings — {facts:,} as facts (`archival.save_extracted`), {messages:,} as messages (`recall.index`) — then `Memory(dsn, embedder, service=True).embed_pending(batch={batch})`: per batch `memory.pending_embeddings` leases the rows (claim), one embedder call embeds their texts, one `memory.set_memory_embeddings` writes the vectors back (sent as JSON, validated, then an UPDATE that also inserts into the HNSW index). Against it, the raw embedder on the same texts in batches of {batch}. {rounds} rounds; in each, raw and pipeline run back to back, their order alternating between rounds, and the tables are refilled before each; the ratio is taken per round, then its median. Thin timers around the client's connection source and embedder split the pipeline's time.
+
+{pipeline}
+
+{breakdown}
+
+![embed_pending against the raw embedder](../bench/results/{name}.png)
+
+The write takes {write:.2f} ms per text: the same rows written as binary vectors by a plain UPDATE take {floor:.2f} ms (the UPDATE with its HNSW insert), so the vectors' JSON transport adds {transport:.2f} ms (the client's encoding alone: {encode:.2f} ms). `embed_pending` writes a batch in a second thread while it embeds the next; with onnxruntime's default threads the embedder already uses both cores of this machine, so the database's work for the write still takes CPU from it.
+{others}
+Reproduce: `.venv/bin/python -m bench.embed{quick}` (`--n`, `--repeat`, `--batch`, `--threads`)."""
+OTHER_THREADS = """
+The same with onnxruntime on {threads} thread, which leaves a core to the database (as when they do not share a 2-core machine): `embed_pending` writes a batch while it embeds the next, so the write costs the embedder nothing when the database has a core of its own.
+
+{table}
+"""
 
 X = "\N{MULTIPLICATION SIGN}"
 TARGET_RATIO = 0.9  # embed_pending >= 0.9x the raw embedder's throughput
@@ -307,79 +326,32 @@ def targets(r: Result) -> list[dict[str, Any]]:
 
 
 def markdown(r: Result) -> str:
-    c = r["config"]
     p, *others = r["tables"]["pipeline"]
+    raw = [
+        (
+            "default (one per core)" if row["threads"] == "default" else row["threads"],
+            f"{row['sentences_per_s']['median']:.0f}",
+            f"{row['sentences_per_s']['min']:.0f}..{row['sentences_per_s']['max']:.0f}",
+            f"{row['load_s']:.2f}",
+        )
+        for row in r["tables"]["raw"]
+    ]
     write, floor = p["write_ms"]["median"], p["write_floor_ms"]["median"]
-    out = [
-        "## Embedding (bench/embed.py)",
-        "",
-        f"{c['texts']:,} LoCoMo turns (`speaker: text`; median {c['tokens_median']:.0f} word "
-        f"pieces, max {c['tokens_max']}, {c['tokens_total']:,} in all) through `LocalEmbedder` "
-        "(all-MiniLM-L6-v2, int8 ONNX on onnxruntime).",
-        "",
-        "### Raw throughput",
-        "",
-        f"One `embed` call with all {c['texts']:,} texts (the embedder sorts them by length "
-        f"and runs batches of 64), {c['repeat']} repeats; the model loads once, timed apart.",
-        "",
-        table(
-            ["onnxruntime threads", "sentences/s, median", "min..max", "model load, s"],
-            [
-                (
-                    "default (one per core)" if row["threads"] == "default" else row["threads"],
-                    f"{row['sentences_per_s']['median']:.0f}",
-                    f"{row['sentences_per_s']['min']:.0f}..{row['sentences_per_s']['max']:.0f}",
-                    f"{row['load_s']:.2f}",
-                )
-                for row in r["tables"]["raw"]
-            ],
-        ),
-        "",
-        "### The pipeline: embed_pending against the raw embedder",
-        "",
-        f"The same texts saved without embeddings — {p['facts']:,} as facts "
-        f"(`archival.save_extracted`), {p['messages']:,} as messages (`recall.index`) — "
-        f"then `Memory(dsn, embedder, service=True).embed_pending(batch={p['batch']})`: "
-        "per batch `memory.pending_embeddings` leases the rows (claim), one embedder "
-        "call embeds their texts, one `memory.set_memory_embeddings` writes the vectors "
-        "back (sent as JSON, validated, then an UPDATE that also inserts into the HNSW "
-        f"index). Against it, the raw embedder on the same texts in batches of "
-        f"{p['batch']}. {p['rounds']} rounds; in each, raw and pipeline run back to back, "
-        "their order alternating between rounds, and the tables are refilled before "
-        "each; the ratio is taken per round, then its median. Thin timers around the "
-        "client's connection source and embedder split the pipeline's time.",
-        "",
-        pipeline_table(p),
-        "",
-        breakdown_table(p),
-        "",
-        f"![embed_pending against the raw embedder](../bench/results/{r['bench']}"
-        f"{'-quick' if r['quick'] else ''}.png)",
-        "",
-        f"The write takes {write:.2f} ms per text: the same rows written as binary vectors "
-        f"by a plain UPDATE take {floor:.2f} ms (the UPDATE with its HNSW insert), so the "
-        f"vectors' JSON transport adds {max(write - floor, 0):.2f} ms (the client's "
-        f"encoding alone: {p['json_encode_ms']['median']:.2f} ms). `embed_pending` writes a "
-        "batch in a second thread while it embeds the next; with onnxruntime's default "
-        "threads the embedder already uses both cores of this machine, so the database's "
-        "work for the write still takes CPU from it.",
-    ]
-    for q in others:
-        out += [
-            "",
-            f"The same with onnxruntime on {q['threads']} thread, which leaves a core to the "
-            "database (as when they do not share a 2-core machine): `embed_pending` "
-            "writes a batch while it embeds the next, so the write costs the "
-            "embedder nothing when the database has a core of its own.",
-            "",
-            pipeline_table(q),
-        ]
-    out += [
-        "",
-        f"Reproduce: `.venv/bin/python -m bench.embed{' --quick' if r['quick'] else ''}` "
-        "(`--n`, `--repeat`, `--batch`, `--threads`).",
-    ]
-    return "\n".join(out)
+    return fill(
+        SECTION,
+        r["config"],
+        p,
+        raw=table(["onnxruntime threads", "sentences/s, median", "min..max", "model load, s"], raw),
+        pipeline=pipeline_table(p),
+        breakdown=breakdown_table(p),
+        quick=" --quick" if r["quick"] else "",
+        name="embed-quick" if r["quick"] else "embed",
+        write=write,
+        floor=floor,
+        transport=max(write - floor, 0),
+        encode=p["json_encode_ms"]["median"],
+        others="".join(fill(OTHER_THREADS, q, table=pipeline_table(q)) for q in others),
+    )
 
 
 def figure(plt: Any, r: Result) -> Any:

@@ -1,25 +1,8 @@
-"""Retrieval quality on LoCoMo: memory.search_facts against public baselines.
-
-Every turn of the five LoCoMo conversations in ../shared/data/locomo/ is saved
-as a fact `"{speaker}: {text}"` (one namespace per conversation, LocalEmbedder
-vectors, memory.save_facts with threshold 1.0 so that no near-duplicate is
-refused; an exact duplicate by normalized text is still refused, and its turn
-then counts as the fact it duplicates). Each question of categories 1-4 is
-asked through memory.search_facts in three modes:
-
-- hybrid: the defaults (RRF of cosine and full text, rrf_k 60, weights 1);
-- vector-only: options {"text_weight": 0};
-- text-only: no query embedding.
-
-The same turns are also indexed as messages (memory.index_message, one user per
-conversation, one chat per session, the same vectors) and each question asked
-through memory.search_messages as that user, in the same three modes.
-
-R@k = 1 when any evidence turn of the question is among the top k. Beside
-them, on the same facts and the same vectors, the bench computes BM25
-(rank_bm25 BM25Okapi over lower-cased words), MiniLM dense (numpy cosine) and
-RRF(BM25, MiniLM) with k = 60. A diagnosis section re-fuses the search's own
-two lists fetched deeper, and tries the `simple` text configuration.
+"""Retrieval quality on LoCoMo: memory.search_facts and memory.search_messages (hybrid,
+vector-only, text-only) against BM25, MiniLM dense and their fusion, on every turn of the
+five LoCoMo conversations in ../shared/data/locomo/ and their questions of categories
+1-4, with a diagnosis of the fusion. SECTION (below) is what is measured and how, as
+docs/benchmarks.md shows it.
 
     .venv/bin/python -m bench.locomo            # 3 indexings and the diagnosis (~8 min)
     .venv/bin/python -m bench.locomo --quick    # one indexing (~2.5 min)
@@ -46,6 +29,7 @@ from bench._common import (
     Row,
     create_database,
     embedded_server,
+    fill,
     locomo_sessions,
     new_result,
     options,
@@ -57,6 +41,47 @@ from bench._common import (
     timed,
     vector_literal,
 )
+
+SECTION = """\
+## Retrieval quality on LoCoMo (bench/locomo.py)
+
+Data: the {conversations} LoCoMo conversations in `../shared/data/locomo/` ({turns:,} turns, {questions:,} questions of categories 1{dash}4 with evidence{fix}). Every turn is saved as a fact `"{{speaker}}: {{text}}"`, one namespace per conversation (`{{"scope": "project", "project_id": "conv-26", "owner_id": …}}`), with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` (an exact duplicate by normalized text would still be refused and its turn counted as the fact it duplicates: {refused} were; namespaces of {sizes} facts; saved at {saved} facts/s). The same turns are indexed as messages (`memory.index_message`: one user per conversation, one chat per session, the same vectors) and searched by that user through `memory.search_messages`.
+
+R@k = 1 when any evidence turn of the question is among the top k. Each search runs in three modes: hybrid (the defaults: RRF of the cosine and full-text lists, `rrf_k` 60, weights 1), vector-only (`{{"text_weight": 0}}`) and text-only (no query embedding). The baselines are computed by the bench on the same facts and the same vectors: BM25, MiniLM dense (exact cosine over the same LocalEmbedder vectors) and their reciprocal rank fusion.
+
+{recall}
+
+Search rows: {rows}; baselines and per-category figures: the first indexing ({categories} questions).
+
+![LoCoMo R@1/5/10](../bench/results/{name}-recall.png)
+
+Search latency on these namespaces (exact scans: each is under `exact_search_max_rows`), over all indexings:
+
+{latency}
+{notes}{diagnosis}
+Reproduce: `.venv/bin/python -m bench.locomo{reproduce}"""
+ROWS = {  # how the search rows were measured, by whether there were several indexings
+    True: "median (min..max) of {repeat} indexings into fresh databases (fact ids are random uuids and break score ties)",
+    False: "one indexing (fact ids are random uuids and break score ties: text-only figures move between indexings)",
+}
+NOTES = """
+Hybrid does not clearly beat text-only at {notes}: fusing in the weaker vector list adds recall deeper in the list, not at the top.
+"""
+DIAGNOSIS = """
+### Diagnosis
+
+From the last indexing: `search_facts`' own vector and text lists fetched 4,000 deep (`k = 1000`) and fused by the bench, cut at several depths, with other `rrf_k` and text weights; and the text list under other configurations and `ts_rank_cd` normalizations (the bench's own query).
+
+{depths}
+
+{fusion}
+
+{texts}
+
+Median length of the text list (facts sharing a lexeme with the question): {length_median:.0f}. Share of questions whose text-only list ties at the first place: {top-1 tied:.0%}; across the 10th place: {cut at 10 inside a tie:.0%} — `ts_rank_cd` ties are everywhere with OR-ed lexemes on short turns, and search breaks them by the fact's random uuid, so text-only figures move between indexings.
+
+Reading: with `rrf_k` 60 and 40-deep lists, a fact ranked ~20th in both lists outscores one ranked first in one list only (2/80 > 1/61), so fusion favours mediocre-in-both over excellent-in-one; a smaller `rrf_k` moves hybrid's R@5 and R@10 up here (tuned on the evaluation set itself: a direction, not a number). The `english` configuration matters; `ts_rank_cd`'s length normalizations hurt on these short turns.
+"""
 
 OWNER = "00000000-0000-0000-0000-0000000000b1"  # the service saves on behalf of this user
 KS = (1, 5, 10)
@@ -581,7 +606,7 @@ def targets(r: Result) -> list[dict[str, Any]]:
     return out
 
 
-def _diagnosis_md(r: Result) -> list[str]:
+def _diagnosis(r: Result) -> str:
     part: dict[str, dict[str, tuple[float, ...]]] = {}
     for row in r["tables"]["diagnosis"]:
         part.setdefault(row["part"], {})[row["setting"]] = tuple(row[f"R@{k}"] for k in KS)
@@ -589,10 +614,8 @@ def _diagnosis_md(r: Result) -> list[str]:
     best = sorted(grid.items(), key=lambda kv: (-kv[1][2], -kv[1][1]))[:6]
     fusion = [(f"{default} (search_facts today)", *grid[default])]
     fusion += [(k, *v) for k, v in best if k != default]
-    fusion += [
-        (f'`search_facts` itself with option `{{"rrf_k": {k}}}`', *v)
-        for k, v in part["rrf_k"].items()
-    ]
+    option = '`search_facts` itself with option `{{"rrf_k": {}}}`'
+    fusion += [(option.format(k), *v) for k, v in part["rrf_k"].items()]
     texts = [
         (f"`{cfg}` (setting `text_search_config`)", *v) for cfg, v in part["text config"].items()
     ]
@@ -600,46 +623,24 @@ def _diagnosis_md(r: Result) -> list[str]:
     texts += [
         (f"`english`, `ts_rank_cd` normalization {n}", *v) for n, v in part["normalization"].items()
     ]
-    ties = r["tables"]["text_list"][0]
     depths = [
         (f"{k} (what search_facts does for k = 10)" if k == "40" else k, *v)
         for k, v in part["depth"].items()
     ]
-    return [
-        "",
-        "### Diagnosis",
-        "",
-        "From the last indexing: `search_facts`' own vector and text lists fetched 4,000 "
-        "deep (`k = 1000`) and fused by the bench, cut at several depths, with other "
-        "`rrf_k` and text weights; and the text list under other configurations and "
-        "`ts_rank_cd` normalizations (the bench's own query).",
-        "",
-        table(["RRF (k = 60) of the two lists, each cut at", "R@1", "R@5", "R@10"], depths),
-        "",
-        table(["fusion of the same lists", "R@1", "R@5", "R@10"], fusion),
-        "",
-        table(["text list", "R@1", "R@5", "R@10"], texts),
-        "",
-        f"Median length of the text list (facts sharing a lexeme with the question): "
-        f"{ties['length_median']:.0f}. Share of questions whose text-only list ties "
-        f"at the first place: {ties.get('top-1 tied', 0):.0%}; across the 10th place: "
-        f"{ties.get('cut at 10 inside a tie', 0):.0%} — `ts_rank_cd` ties are everywhere "
-        "with OR-ed lexemes on short turns, and search breaks them by the fact's random "
-        "uuid, so text-only figures move between indexings.",
-        "",
-        "Reading: with `rrf_k` 60 and 40-deep lists, a fact ranked ~20th in both lists "
-        "outscores one ranked first in one list only (2/80 > 1/61), so fusion favours "
-        "mediocre-in-both over excellent-in-one; a smaller `rrf_k` moves hybrid's R@5 and "
-        "R@10 up here (tuned on the evaluation set itself: a direction, not a number). The "
-        "`english` configuration matters; `ts_rank_cd`'s length normalizations hurt on "
-        "these short turns.",
-    ]
+    recall = ["R@1", "R@5", "R@10"]
+    ties = {"top-1 tied": 0, "cut at 10 inside a tie": 0, **r["tables"]["text_list"][0]}
+    return fill(
+        DIAGNOSIS,
+        ties,
+        depths=table(["RRF (k = 60) of the two lists, each cut at", *recall], depths),
+        fusion=table(["fusion of the same lists", *recall], fusion),
+        texts=table(["text list", *recall], texts),
+    )
 
 
 def markdown(r: Result) -> str:
     c, t = r["config"], r["tables"]
     data, indexing, rate = c["data"], t["indexing"], t["saving"][0]["facts_per_s"]
-    refused = sum(len(i["refused"]) for i in indexing)
     sizes = [i["saved"] for i in indexing]
     fix = []
     if data.get("questions_without_evidence"):
@@ -656,71 +657,32 @@ def markdown(r: Result) -> str:
         (_label(x["method"]), f"{x['p50_ms']:.2f}", f"{x['p95_ms']:.2f}", f"{x['queries']:,}")
         for x in t["latency"]
     ]
-    out = [
-        "## Retrieval quality on LoCoMo (bench/locomo.py)",
-        "",
-        f"Data: the {len(indexing)} LoCoMo conversations in `../shared/data/locomo/` "
-        f"({c['turns']:,} turns, {c['questions']:,} questions of categories 1{DASH}4 with evidence"
-        + (f"; {'; '.join(fix)}" if fix else "")
-        + '). Every turn is saved as a fact `"{speaker}: {text}"`, one namespace per '
-        'conversation (`{"scope": "project", "project_id": "conv-26", "owner_id": …}`), '
-        "with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` "
-        "(an exact duplicate by normalized text would still be refused and its turn "
-        f"counted as the fact it duplicates: {refused} were; namespaces of "
-        f"{min(sizes):,}{DASH}{max(sizes):,} facts; saved at {saved} facts/s). The same turns "
-        "are indexed as messages (`memory.index_message`: one user per conversation, one "
-        "chat per session, the same vectors) and searched by that user through "
-        "`memory.search_messages`.",
-        "",
-        "R@k = 1 when any evidence turn of the question is among the top k. Each search "
-        "runs in three modes: hybrid (the defaults: RRF of the cosine and full-text lists, "
-        '`rrf_k` 60, weights 1), vector-only (`{"text_weight": 0}`) and text-only (no '
-        "query embedding). The baselines are computed by the bench on the same facts and "
-        "the same vectors: BM25, MiniLM dense (exact cosine over the same LocalEmbedder "
-        "vectors) and their reciprocal rank fusion.",
-        "",
-        recall_table(r),
-        "",
-        (
-            f"Search rows: median (min..max) of {c['repeat']} indexings into fresh databases "
-            "(fact ids are random uuids and break score ties); "
-            if c["repeat"] > 1
-            else "Search rows: one indexing (fact ids are random uuids and break score ties: "
-            "text-only figures move between indexings); "
-        )
-        + "baselines and per-category figures: the first indexing ("
-        + " / ".join(f"{n:,}" for n in c["questions_by_category"].values())
-        + " questions).",
-        "",
-        f"![LoCoMo R@1/5/10](../bench/results/locomo{'-quick' if r['quick'] else ''}-recall.png)",
-        "",
-        "Search latency on these namespaces (exact scans: each is under "
-        "`exact_search_max_rows`), over all indexings:",
-        "",
-        table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], latency),
-    ]
     rec = {row["method"]: row for row in t["recall"]}
     notes = []
     for k in (1, 5):
         h, x = rec["hybrid"][f"R@{k}"], rec["text-only"][f"R@{k}"]
         if (h["min"] <= x["max"] and x["min"] <= h["max"]) or h["median"] <= x["median"]:
             notes.append(f"R@{k} ({_cell(h)} vs {_cell(x)})")
-    if notes:
-        out += [
-            "",
-            "Hybrid does not clearly beat text-only at "
-            + " and ".join(notes)
-            + ": fusing in the weaker vector list adds recall deeper in the list, "
-            "not at the top.",
-        ]
-    if t.get("diagnosis"):
-        out += _diagnosis_md(r)
-    out += [
-        "",
-        f"Reproduce: `.venv/bin/python -m bench.locomo{' --quick' if r['quick'] else ''}`"
-        + (" (one indexing, no diagnosis)." if r["quick"] else " (3 indexings and the diagnosis)."),
-    ]
-    return "\n".join(out)
+    return fill(
+        SECTION,
+        c,
+        conversations=len(indexing),
+        dash=DASH,
+        fix="".join(f"; {f}" for f in fix),
+        refused=sum(len(i["refused"]) for i in indexing),
+        sizes=f"{min(sizes):,}{DASH}{max(sizes):,}",
+        saved=saved,
+        recall=recall_table(r),
+        rows=ROWS[c["repeat"] > 1].format(repeat=c["repeat"]),
+        categories=" / ".join(f"{n:,}" for n in c["questions_by_category"].values()),
+        name="locomo-quick" if r["quick"] else "locomo",
+        latency=table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], latency),
+        notes=fill(NOTES, notes=" and ".join(notes)) if notes else "",
+        diagnosis=_diagnosis(r) if t.get("diagnosis") else "",
+        reproduce=" --quick` (one indexing, no diagnosis)."
+        if r["quick"]
+        else "` (3 indexings and the diagnosis).",
+    )
 
 
 def figure(plt: Any, r: Result) -> Any:

@@ -1,26 +1,8 @@
-"""memory.search_facts at scale, side by side with what users would write instead.
-
-One table holds N facts (quick: 100,000; full: 1,000,000) of U users whose
-namespace sizes follow Zipf's law (size of the r-th user ~ 1/r): a few huge
-tenants, many tiny ones. Vectors are generated, 384 dimensions, clustered: 256
-topics shared by all users, each user writing about 4 of them with a personal
-offset, so a query's nearest neighbours in the whole table mostly belong to
-other users (the hard case for a filtered HNSW scan). Texts are drawn from a
-Zipf vocabulary.
-
-For tiny, medium, large and huge namespaces, on the same server and data:
-- `memory.search_facts` as shipped (hybrid, vector-only, text-only);
-- the plain query most users write, `WHERE namespace_id = ... ORDER BY
-  embedding <=> q LIMIT 10`, with pgvector's defaults (ef_search 40, no
-  iterative scan);
-- LangGraph's `PostgresStore` (langgraph-checkpoint-postgres, its own tables and
-  HNSW index, default index config) holding the same vectors under the namespace
-  ("users", <owner>), searched with `store.search`;
-- the exact scan (ground truth for recall@10).
-Then, by namespace size, the exact scan against the HNSW branch (the crossover
-that sets `exact_search_max_rows`), and recall by hnsw.ef_search.
-
-Loaded with binary COPY as the superuser; the indexes are built after loading.
+"""memory.search_facts at scale, side by side with what users would write instead: the
+plain pgvector query, LangGraph's PostgresStore and the exact scan, on one table of
+Zipf-sized namespaces; then the exact scan against HNSW by namespace size, and recall by
+hnsw.ef_search. SECTION (below) is what is measured and how, as docs/benchmarks.md
+shows it.
 
     .venv/bin/python -m bench.search --quick    # 100,000 facts over 5,000 users
     .venv/bin/python -m bench.search            # 1,000,000 facts over 20,000 users (an hour)
@@ -47,6 +29,7 @@ from bench._common import (
     create_database,
     embedded_server,
     error_bars,
+    fill,
     medians,
     new_result,
     options,
@@ -59,6 +42,41 @@ from bench._common import (
     timed,
 )
 from pgvector.psycopg import register_vector
+
+SECTION = """\
+## Filtered hybrid search at scale (bench/search.py)
+
+{facts:,} facts of {users:,} users in one `memory.facts` table. Namespace sizes follow Zipf's law (s = {zipf_s}): the largest hold {largest} facts, the median user {median}, and {users_at_most_20:,} users hold 20 or fewer. Vectors are 384-dimensional and clustered (256 shared topics, 4 per user with a personal offset), so most of a query's nearest neighbours in the whole table belong to other users — the hard case for a filtered HNSW scan. Texts are drawn from a Zipf vocabulary. LangGraph's `PostgresStore` holds the same rows (key = fact id, namespace `('users', owner)`) in its own tables with its default HNSW index, and is searched through `store.search(namespace, query=..., limit=10)` (its embedder returns the same precomputed query vector). The plain query is `WHERE namespace_id = … ORDER BY embedding <=> q LIMIT 10` with pgvector's defaults (ef_search 40, no iterative scan); on this table PostgreSQL 18 can also serve its filter from the namespace btree (a skip scan of `facts_live_idx`). *HNSW index only* is the same query on a table whose only index is the HNSW one, as pgvector's README sets it up (simulated by filtering on `namespace_id::text`, which no btree serves). Recall@10 is measured against the exact scan of the namespace; *complete* is the share of queries answered with min(10, namespace size) rows. Hybrid and text-only results fuse or rank text, so their recall against the vector ground truth is not a quality figure.
+
+Server: `shared_buffers` {shared_buffers} (set so the indexes fit, as pgvector advises), otherwise the embedded server's defaults (`work_mem` {work_mem}, `jit` {jit}). Load: {load}. Sizes with indexes: {sizes}.
+
+The plain query needs `AND forgotten_at IS NULL`, the partial HNSW index's predicate, to use the index at all; written without it the planner scans the table ({plan}): {p50_ms:,.0f} ms per query (p50 of 5).
+
+Latency: median over {rounds} rounds of each round's p50/p95 (min..max of rounds), {queries} queries per group per round, k = 10.
+
+{groups}
+
+{huge}![search methods by namespace size](../bench/results/{name}-methods.png)
+
+### Exact scan or HNSW, by namespace size
+
+The vector path alone (no query text), list depth 40 as `search_facts` uses it. `search_facts` scans a namespace of up to `exact_search_max_rows` live facts exactly and walks the HNSW index (iterative scan, relaxed order) above that; the columns force each way, and "as shipped" uses the setting. `_small_set` is the count it makes first.
+
+{ladder}
+
+![exact vs HNSW](../bench/results/{name}-crossover.png)
+
+### hnsw.ef_search on the {biggest:,}-fact namespace
+
+The HNSW index forced, list depth 40, iterative scan as `search_facts` sets it.
+
+{ef}
+
+Reproduce: `.venv/bin/python -m bench.search{quick}` (add `--keep` to keep the loaded server for the next run)."""
+HUGE = """\
+On the huge namespaces the hybrid search takes {ms[search_facts hybrid]:.1f} ms: its vector list alone {ms[search_facts vector-only]:.1f} ms (`ef_search` 800, for recall@10 {recall[search_facts vector-only]:.2f}) and its text list alone {ms[search_facts text-only]:.1f} ms (it ranks every fact of the namespace that shares a word with the query, thousands here). The plain query answers in {ms[plain query, pgvector defaults]:.1f} ms and LangGraph in {ms[LangGraph PostgresStore.search]:.1f} ms, with recall@10 {recall[plain query, pgvector defaults]:.2f} and {recall[LangGraph PostgresStore.search]:.2f}: pgvector's default `ef_search` 40 finds about half of the true nearest facts (the ef_search table below).
+
+"""
 
 TOPICS = 256
 TOPICS_PER_USER = 4
@@ -774,100 +792,37 @@ def targets(r: Result) -> list[dict[str, Any]]:
     return out
 
 
-def _huge_note(r: Result) -> list[str]:
+def _huge_note(r: Result) -> str:
     """What the huge namespaces' figures say (a paragraph and a blank line, or nothing)."""
     g = _groups(r).get("huge")
     if g is None:
-        return []
+        return ""
     ms = {m: g[m]["p50_ms"]["median"] for m in METHODS}
     recall = {m: g[m]["recall_at_10"] for m in VECTOR_METHODS}
-    return [
-        f"On the huge namespaces the hybrid search takes {ms['search_facts hybrid']:.1f} ms: "
-        f"its vector list alone {ms['search_facts vector-only']:.1f} ms (`ef_search` 800, for "
-        f"recall@10 {recall['search_facts vector-only']:.2f}) and its text list alone "
-        f"{ms['search_facts text-only']:.1f} ms (it ranks every fact of the namespace that "
-        "shares a word with the query, thousands here). The plain query answers in "
-        f"{ms[PLAIN_NAME]:.1f} ms and LangGraph in {ms[LANGGRAPH_NAME]:.1f} ms, with recall@10 "
-        f"{recall[PLAIN_NAME]:.2f} and {recall[LANGGRAPH_NAME]:.2f}: pgvector's default "
-        "`ef_search` 40 finds about half of the true nearest facts (the ef_search table "
-        "below).",
-        "",
-    ]
+    return fill(HUGE, ms=ms, recall=recall)
 
 
 def markdown(r: Result) -> str:
     c, env, t = r["config"], r["environment"], r["tables"]
-    name = "search-quick" if r["quick"] else "search"
-    lay, settings, plain = c["layout"], env["server_settings"], t["plain_as_written"][0]
-    sizes = ", ".join(f"`{x['table']}` {x['size']}" for x in t["table_sizes"])
     ef_rows = [
         (m["ef_search"], spread(m["p50_ms"]), f"{m['recall_at_10']:.3f}") for m in t["ef_search"]
     ]
-    return "\n".join(
-        [
-            "## Filtered hybrid search at scale (bench/search.py)",
-            "",
-            f"{c['facts']:,} facts of {c['users']:,} users in one `memory.facts` table. Namespace "
-            f"sizes follow Zipf's law (s = {lay['zipf_s']}): the largest hold "
-            f"{', '.join(f'{x:,}' for x in lay['largest'])} facts, the median user "
-            f"{lay['median']}, and {lay['users_at_most_20']:,} users hold 20 or fewer. "
-            "Vectors are 384-dimensional and clustered (256 shared topics, 4 per user with a "
-            "personal offset), so most of a query's nearest neighbours in the whole table "
-            "belong to other users — the hard case for a filtered HNSW scan. Texts are drawn "
-            "from a Zipf vocabulary. LangGraph's `PostgresStore` holds the same rows (key = "
-            "fact id, namespace `('users', owner)`) in its own tables with its default HNSW "
-            "index, and is searched through `store.search(namespace, query=..., limit=10)` "
-            "(its embedder returns the same precomputed query vector). The plain query is "
-            "`WHERE namespace_id = … ORDER BY embedding <=> q LIMIT 10` with pgvector's "
-            "defaults (ef_search 40, no iterative scan); on this table PostgreSQL 18 can also "
-            "serve its filter from the namespace btree (a skip scan of `facts_live_idx`). "
-            "*HNSW index only* is the same query on a table whose only index is the HNSW one, "
-            "as pgvector's README sets it up (simulated by filtering on `namespace_id::text`, "
-            "which no btree serves). Recall@10 is measured against the "
-            "exact scan of the namespace; *complete* is the share of queries answered with "
-            "min(10, namespace size) rows. Hybrid and text-only results fuse or rank text, so "
-            "their recall against the vector ground truth is not a quality figure.",
-            "",
-            f"Server: `shared_buffers` {settings['shared_buffers']} (set so the "
-            "indexes fit, as pgvector advises), otherwise the embedded server's defaults "
-            f"(`work_mem` {settings['work_mem']}, `jit` {settings['jit']}). "
-            f"Load: {', '.join(f'{k} {v:,.0f} s' for k, v in t['load'][0].items())}. "
-            f"Sizes with indexes: {sizes}.",
-            "",
-            "The plain query needs `AND forgotten_at IS NULL`, the partial HNSW index's "
-            "predicate, to use the index at all; written without it the planner scans the "
-            f"table ({plain['plan']}): {plain['p50_ms']:,.0f} ms per query (p50 of 5).",
-            "",
-            f"Latency: median over {c['rounds']} rounds of each round's p50/p95 (min..max of "
-            f"rounds), {c['queries']} queries per group per round, k = 10.",
-            "",
-            group_table(r),
-            "",
-            *_huge_note(r),
-            f"![search methods by namespace size](../bench/results/{name}-methods.png)",
-            "",
-            "### Exact scan or HNSW, by namespace size",
-            "",
-            "The vector path alone (no query text), list depth 40 as `search_facts` uses it. "
-            "`search_facts` scans a namespace of up to `exact_search_max_rows` live facts exactly "
-            "and walks the HNSW index (iterative scan, relaxed order) above that; the columns force "
-            'each way, and "as shipped" uses the setting. `_small_set` is the count it makes '
-            "first.",
-            "",
-            ladder_table(r),
-            "",
-            f"![exact vs HNSW](../bench/results/{name}-crossover.png)",
-            "",
-            f"### hnsw.ef_search on the {lay['largest'][0]:,}-fact namespace",
-            "",
-            "The HNSW index forced, list depth 40, iterative scan as `search_facts` sets it.",
-            "",
-            table(["hnsw.ef_search", "p50 ms", "recall@10"], ef_rows),
-            "",
-            "Reproduce: `.venv/bin/python -m bench.search"
-            + (" --quick`" if r["quick"] else "`")
-            + " (add `--keep` to keep the loaded server for the next run).",
-        ]
+    return fill(
+        SECTION,
+        c,
+        c["layout"],
+        env["server_settings"],
+        t["plain_as_written"][0],
+        largest=", ".join(f"{x:,}" for x in c["layout"]["largest"]),
+        biggest=c["layout"]["largest"][0],
+        load=", ".join(f"{k} {v:,.0f} s" for k, v in t["load"][0].items()),
+        sizes=", ".join(f"`{x['table']}` {x['size']}" for x in t["table_sizes"]),
+        groups=group_table(r),
+        huge=_huge_note(r),
+        name="search-quick" if r["quick"] else "search",
+        ladder=ladder_table(r),
+        ef=table(["hnsw.ef_search", "p50 ms", "recall@10"], ef_rows),
+        quick=" --quick" if r["quick"] else "",
     )
 
 

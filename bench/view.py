@@ -1,20 +1,9 @@
-"""Viewing long core memory files: time per `view` as the file grows.
-
-A file may hold up to `max_content` characters (100,000), so up to 100,000
-lines of nothing. Every user with read permission can view it as often as
-they like, so a view must cost time linear in the file, not quadratic.
-
-Two sides on the same server and the same files, interleaved per round:
-
-- `before`: `memory.run` in a database where `memory._numbered` and
-  `memory._view_file` are replaced by their text before the fix (each line
-  fetched by its subscript, `lines[i]`, which walks the array from its
-  start: quadratic; every line numbered before the view was cut);
-- `after`: `memory.run` of today's extension (one pass over the lines, only
-  the lines shown are numbered).
-
-Both are checked to give the same text. Reported: median and spread of the
-time per view, per 1,000 lines (flat when linear), and before/after.
+"""Viewing long core memory files: time per `view` as the file grows, today's
+extension against the view functions before the fix (quadratic in the lines), on the
+same server and files. A file may hold up to `max_content` characters (100,000), so up
+to 100,000 lines of nothing, and every user with read permission can view it as often
+as they like: a view must cost time linear in the file. SECTION (below) is what is
+measured and how, as docs/benchmarks.md shows it.
 
     .venv/bin/python -m bench.view [--quick] [--rounds N]
 """
@@ -32,6 +21,7 @@ from bench._common import (
     Result,
     create_database,
     embedded_server,
+    fill,
     new_result,
     options,
     save,
@@ -41,6 +31,13 @@ from bench._common import (
     table,
 )
 from psycopg.types.json import Jsonb
+
+SECTION = """\
+## Viewing long files (bench/view.py)
+
+`memory.run` view of files of empty lines (up to 100,000: the longest `max_content` allows): today's extension against a database where the view functions are those before the fix (each line through its subscript), interleaved, each view the first call of a new session, {rounds} rounds; milliseconds, median (min..max). Both sides return the same text. The last column is the cost of 1,000 more lines since the size above: flat when the view is linear.
+
+{tables}Reproduce: `.venv/bin/python -m bench.view` (`--quick`: 1k, 10k, 100k lines)."""
 
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000)
 QUICK_SIZES = (1_000, 10_000, 100_000)
@@ -203,15 +200,7 @@ def targets(r: Result) -> list[dict[str, Any]]:
 
 
 def markdown(r: Result) -> str:
-    parts = [
-        "## Viewing long files (bench/view.py)",
-        f"`memory.run` view of files of empty lines (up to 100,000: the longest `max_content`"
-        f" allows): today's extension against a database where the view functions are those"
-        f" before the fix (each line through its subscript), interleaved, each view the first"
-        f" call of a new session, {r['config']['rounds']} rounds; milliseconds, median (min..max)."
-        f" Both sides return the same text. The last column is the cost of 1,000 more lines"
-        f" since the size above: flat when the view is linear.",
-    ]
+    tables = []
     for view, by_size in _views(r).items():
         after, before = _marginal(r, view, "after"), _marginal(r, view, "before")
         rows = [
@@ -224,21 +213,15 @@ def markdown(r: Result) -> str:
             )
             for i, (n, row) in enumerate(by_size.items())
         ]
-        parts.append(f"**{view}** (`view_range` {VIEWS[view]}):")
-        parts.append(
-            table(
-                (
-                    "lines",
-                    "before",
-                    "after",
-                    "before / after",
-                    "ms per 1k more lines, before / after",
-                ),
-                rows,
-            )
+        headers = (
+            "lines",
+            "before",
+            "after",
+            "before / after",
+            "ms per 1k more lines, before / after",
         )
-    parts.append("Reproduce: `.venv/bin/python -m bench.view` (`--quick`: 1k, 10k, 100k lines).")
-    return "\n\n".join(parts)
+        tables.append(f"**{view}** (`view_range` {VIEWS[view]}):\n\n{table(headers, rows)}\n\n")
+    return fill(SECTION, r["config"], tables="".join(tables))
 
 
 if __name__ == "__main__":
