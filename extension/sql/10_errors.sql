@@ -2,7 +2,7 @@
 -- and the SQLSTATE that goes with it; the message is for humans (and, for
 -- memory.run, exactly the text the model sees).
 
-CREATE FUNCTION memory._sqlstate(code text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._sqlstate(code text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -23,7 +23,7 @@ $$;
 
 -- An ISO 8601 timestamp given by a caller (not 'yesterday', 'now' or
 -- 'infinity', which timestamptz would take); null stays null.
-CREATE FUNCTION memory._timestamp(value jsonb, what text) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION memory._timestamp(value jsonb, what text) RETURNS timestamptz
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -42,7 +42,7 @@ END
 $$;
 
 -- A JSON number without a fraction (1.0 counts), within [low, high] when given.
-CREATE FUNCTION memory._is_integer(value jsonb, low numeric DEFAULT NULL, high numeric DEFAULT NULL)
+CREATE OR REPLACE FUNCTION memory._is_integer(value jsonb, low numeric DEFAULT NULL, high numeric DEFAULT NULL)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -53,7 +53,7 @@ AS $$
     ELSE false END
 $$;
 
-CREATE FUNCTION memory._fail(code text, message text) RETURNS void
+CREATE OR REPLACE FUNCTION memory._fail(code text, message text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$

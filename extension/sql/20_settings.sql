@@ -1,6 +1,6 @@
 -- Settings: defaults live in code, changes in memory.settings.
 
-CREATE FUNCTION memory._setting_defaults() RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory._setting_defaults() RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -20,7 +20,7 @@ AS $$
 $$;
 
 -- The current value of a setting; unknown keys are refused.
-CREATE FUNCTION memory.setting(key text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.setting(key text) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -36,17 +36,17 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._setting_int(key text) RETURNS integer
+CREATE OR REPLACE FUNCTION memory._setting_int(key text) RETURNS integer
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT (memory.setting(key))::integer $$;
 
-CREATE FUNCTION memory._setting_text(key text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._setting_text(key text) RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory.setting(key) ->> 0 $$;
 
-CREATE FUNCTION memory._is_regconfig(name text) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._is_regconfig(name text) RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -59,7 +59,7 @@ END
 $$;
 
 -- Checks one value against its key's rules; returns the value to store.
-CREATE FUNCTION memory._validate_setting(key text, value jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory._validate_setting(key text, value jsonb) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -125,7 +125,7 @@ END
 $$;
 
 -- Changes a setting (service only); a null value restores the default.
-CREATE FUNCTION memory.configure(key text, value jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.configure(key text, value jsonb) RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -2,10 +2,8 @@
 -- claims, decides who is the service, resolves namespaces and checks
 -- permissions; every public function starts with one of these helpers.
 
-CREATE TYPE memory.caller AS (user_id uuid, service boolean);
-
 -- Is the login role trusted as the service? Claims never decide this alone.
-CREATE FUNCTION memory._service_login() RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._service_login() RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -16,7 +14,7 @@ $$;
 
 -- Why this login is not the service, and how to make it one (a login that
 -- sends no claims is most often a misconfigured application).
-CREATE FUNCTION memory._not_the_service() RETURNS text
+CREATE OR REPLACE FUNCTION memory._not_the_service() RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -30,7 +28,7 @@ $$;
 
 -- The caller's claims as a JSON object; anything else is MEMORY_FORBIDDEN
 -- with what is wrong, never a raw parse error.
-CREATE FUNCTION memory._claims(raw text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory._claims(raw text) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -55,7 +53,7 @@ END
 $$;
 
 -- Who is calling: a user (claims with a uuid `sub`) or the service.
-CREATE FUNCTION memory._caller() RETURNS memory.caller
+CREATE OR REPLACE FUNCTION memory._caller() RETURNS memory.caller
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -87,12 +85,12 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._is_uuid(value text) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._is_uuid(value text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT value ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' $$;
 
-CREATE FUNCTION memory._require_service() RETURNS void
+CREATE OR REPLACE FUNCTION memory._require_service() RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -106,7 +104,7 @@ $$;
 -- The default permission check, backed by memory.grant / memory.revoke.
 -- Not SECURITY DEFINER and not executable by PUBLIC: who holds which
 -- permission is not for callers to probe (the resolver calls it as owner).
-CREATE FUNCTION memory.has_permission(org uuid, user_id uuid, permission text)
+CREATE OR REPLACE FUNCTION memory.has_permission(org uuid, user_id uuid, permission text)
 RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -123,7 +121,7 @@ $$;
 -- owner's rights (SECURITY DEFINER) or is owned by a superuser, so whoever
 -- can replace it already holds every right it could use; never from a
 -- temporary schema (any login can plant one there) nor from the extension.
-CREATE FUNCTION memory._plugin_problem(fn oid) RETURNS text
+CREATE OR REPLACE FUNCTION memory._plugin_problem(fn oid) RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -147,7 +145,7 @@ AS $$
 $$;
 
 -- The function memory._permission_check_call runs, by oid (null: none bound).
-CREATE FUNCTION memory._bound_permission_check() RETURNS oid
+CREATE OR REPLACE FUNCTION memory._bound_permission_check() RETURNS oid
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -162,7 +160,7 @@ $$;
 -- SQL function whose BEGIN ATOMIC body is resolved once, here, to the
 -- validated function's oid, so a later overload or a same-named function
 -- elsewhere cannot change which function runs. The default needs no binding.
-CREATE FUNCTION memory._bind_permission_check(fn regprocedure) RETURNS void
+CREATE OR REPLACE FUNCTION memory._bind_permission_check(fn regprocedure) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -197,7 +195,7 @@ $$;
 -- Asks the configured permission_check (an application may plug in its
 -- own). Fails closed: a plug-in that vanished, is no longer safe to call,
 -- errors or answers null permits nothing.
-CREATE FUNCTION memory._permitted(org uuid, user_id uuid, permission text) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._permitted(org uuid, user_id uuid, permission text) RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -230,7 +228,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._check_grant_args(org uuid, user_id uuid, permission text) RETURNS void
+CREATE OR REPLACE FUNCTION memory._check_grant_args(org uuid, user_id uuid, permission text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -242,7 +240,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.grant(org uuid, user_id uuid, permission text) RETURNS void
+CREATE OR REPLACE FUNCTION memory.grant(org uuid, user_id uuid, permission text) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -256,7 +254,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.revoke(org uuid, user_id uuid, permission text) RETURNS void
+CREATE OR REPLACE FUNCTION memory.revoke(org uuid, user_id uuid, permission text) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -271,7 +269,7 @@ $$;
 
 -- A user needs the read permission to use memory in an organization, and
 -- the manage permission to change the organization's own namespace.
-CREATE FUNCTION memory._check_permissions(org uuid, user_id uuid, scope text, need text) RETURNS void
+CREATE OR REPLACE FUNCTION memory._check_permissions(org uuid, user_id uuid, scope text, need text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -288,19 +286,19 @@ $$;
 
 -- A namespace's id is a digest of its key: stable, collision-free in practice,
 -- and computable by readers without a lookup or a write.
-CREATE FUNCTION memory._namespace_id(org uuid, scope text, owner_id uuid, scope_id text) RETURNS uuid
+CREATE OR REPLACE FUNCTION memory._namespace_id(org uuid, scope text, owner_id uuid, scope_id text) RETURNS uuid
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT md5(jsonb_build_array(org, scope, owner_id, scope_id)::text)::uuid $$;
 
 -- Parses `ns` jsonb into (scope, scope_id, owner_id given); raises MEMORY_INVALID.
 -- The namespace key that names a scope's id (user and organization have none).
-CREATE FUNCTION memory._scope_id_key(scope text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._scope_id_key(scope text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE scope WHEN 'agent' THEN 'agent_id' WHEN 'chat' THEN 'chat_id' WHEN 'project' THEN 'project_id' END $$;
 
-CREATE FUNCTION memory._parse_ns(ns jsonb, OUT scope text, OUT scope_id text, OUT owner_id uuid)
+CREATE OR REPLACE FUNCTION memory._parse_ns(ns jsonb, OUT scope text, OUT scope_id text, OUT owner_id uuid)
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -353,7 +351,7 @@ $$;
 
 -- The resolver: turns (org, ns) and the caller into the namespace to use,
 -- or raises. `need` is 'read' or 'write'; a write creates the namespace row.
-CREATE FUNCTION memory._resolve(org uuid, ns jsonb, need text) RETURNS memory.namespaces
+CREATE OR REPLACE FUNCTION memory._resolve(org uuid, ns jsonb, need text) RETURNS memory.namespaces
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -390,14 +388,14 @@ END
 $$;
 
 -- The organization's own namespace, for readers that add it (render).
-CREATE FUNCTION memory._org_namespace_id(org uuid) RETURNS uuid
+CREATE OR REPLACE FUNCTION memory._org_namespace_id(org uuid) RETURNS uuid
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory._namespace_id(org, 'organization', NULL, NULL) $$;
 
 -- May the caller use an existing namespace row (a fact found by its id)?
 -- Another user's namespace answers as if the row did not exist.
-CREATE FUNCTION memory._authorize(target memory.namespaces, need text, missing text) RETURNS void
+CREATE OR REPLACE FUNCTION memory._authorize(target memory.namespaces, need text, missing text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -419,7 +417,7 @@ END
 $$;
 
 -- `ns` as one namespace or an array of them (searches), resolved for reading.
-CREATE FUNCTION memory._resolve_many(org uuid, ns jsonb) RETURNS uuid[]
+CREATE OR REPLACE FUNCTION memory._resolve_many(org uuid, ns jsonb) RETURNS uuid[]
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -435,7 +433,7 @@ END
 $$;
 
 -- A namespace row as the jsonb a caller would pass.
-CREATE FUNCTION memory._ns_json(target memory.namespaces) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory._ns_json(target memory.namespaces) RETURNS jsonb
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$

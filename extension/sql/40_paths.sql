@@ -2,13 +2,13 @@
 -- '/memories' or '/memories/<segment>[/<segment>...]' with an optional single
 -- trailing slash; traversal is refused in every spelling, not resolved.
 
-CREATE FUNCTION memory._root() RETURNS text
+CREATE OR REPLACE FUNCTION memory._root() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT '/memories'::text $$;
 
 -- Validates a path given by a caller; returns it normalized (no trailing slash).
-CREATE FUNCTION memory._path(raw text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._path(raw text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -43,7 +43,7 @@ END
 $$;
 
 -- Every ancestor directory of a normalized path, nearest first, root excluded.
-CREATE FUNCTION memory._ancestors(path text) RETURNS SETOF text
+CREATE OR REPLACE FUNCTION memory._ancestors(path text) RETURNS SETOF text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -53,7 +53,7 @@ $$;
 
 -- Human file size as the reference prints it: 1024-based B/K/M/G, an integer
 -- when exact, else one decimal rounded half to even (Python's format).
-CREATE FUNCTION memory._format_size(bytes bigint) RETURNS text
+CREATE OR REPLACE FUNCTION memory._format_size(bytes bigint) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -78,7 +78,7 @@ END
 $$;
 
 -- Lines of a text split on '\n' only (a trailing newline leaves an empty last line).
-CREATE FUNCTION memory._lines(content text) RETURNS text[]
+CREATE OR REPLACE FUNCTION memory._lines(content text) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN content = '' THEN ARRAY[''] ELSE string_to_array(content, E'\n') END $$;
@@ -86,7 +86,7 @@ AS $$ SELECT CASE WHEN content = '' THEN ARRAY[''] ELSE string_to_array(content,
 -- Lines numbered as the reference does: the number right-aligned in 6, a tab.
 -- unnest walks the array once; subscripting it (lines[i]) would walk it from
 -- the start for every line, quadratic in a long file.
-CREATE FUNCTION memory._numbered(lines text[], first_number int) RETURNS text
+CREATE OR REPLACE FUNCTION memory._numbered(lines text[], first_number int) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$

@@ -4,12 +4,12 @@
 -- on an advisory lock; edits of one file serialize on its row lock.
 
 -- `topic` keeps unrelated work apart: saving facts does not wait for files.
-CREATE FUNCTION memory._lock_namespace(ns memory.namespaces, topic text DEFAULT 'files') RETURNS void
+CREATE OR REPLACE FUNCTION memory._lock_namespace(ns memory.namespaces, topic text DEFAULT 'files') RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_advisory_xact_lock(hashtextextended(topic || ':' || ns.organization_id::text || ns.id::text, 0)) $$;
 
-CREATE FUNCTION memory._file(ns memory.namespaces, path text) RETURNS memory.files
+CREATE OR REPLACE FUNCTION memory._file(ns memory.namespaces, path text) RETURNS memory.files
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -18,7 +18,7 @@ AS $$
 $$;
 
 -- The file row, locked for an edit (null when there is no such file).
-CREATE FUNCTION memory._file_for_update(ns memory.namespaces, path text) RETURNS memory.files
+CREATE OR REPLACE FUNCTION memory._file_for_update(ns memory.namespaces, path text) RETURNS memory.files
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -29,7 +29,7 @@ AS $$
 $$;
 
 -- A directory exists while a file lies below it; the root always exists.
-CREATE FUNCTION memory._is_dir(ns memory.namespaces, path text) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._is_dir(ns memory.namespaces, path text) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -40,7 +40,7 @@ AS $$
 $$;
 
 -- The nearest ancestor of `path` that is a file (a file cannot hold files).
-CREATE FUNCTION memory._file_ancestor(ns memory.namespaces, path text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._file_ancestor(ns memory.namespaces, path text) RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -50,7 +50,7 @@ AS $$
     LIMIT 1
 $$;
 
-CREATE FUNCTION memory._check_size(content text, what text DEFAULT 'File') RETURNS void
+CREATE OR REPLACE FUNCTION memory._check_size(content text, what text DEFAULT 'File') RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -65,7 +65,7 @@ END
 $$;
 
 -- Writes a file's content, creating it at version 1 or bumping its version.
-CREATE FUNCTION memory._put(ns memory.namespaces, path text, content text) RETURNS bigint
+CREATE OR REPLACE FUNCTION memory._put(ns memory.namespaces, path text, content text) RETURNS bigint
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -77,7 +77,7 @@ AS $$
 $$;
 
 -- Refuses to place a file where a directory is, or below a file.
-CREATE FUNCTION memory._check_file_slot(ns memory.namespaces, path text, raw text) RETURNS void
+CREATE OR REPLACE FUNCTION memory._check_file_slot(ns memory.namespaces, path text, raw text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -94,7 +94,7 @@ END
 $$;
 
 -- The error for a path that names no file (a directory or nothing at all).
-CREATE FUNCTION memory._not_a_file(ns memory.namespaces, path text, raw text) RETURNS void
+CREATE OR REPLACE FUNCTION memory._not_a_file(ns memory.namespaces, path text, raw text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -109,7 +109,7 @@ $$;
 ---------------------------------------------------------------- command arguments
 
 -- A required argument of a memory-tool command, checked for its JSON type.
-CREATE FUNCTION memory._arg(command jsonb, key text, json_type text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory._arg(command jsonb, key text, json_type text) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -128,7 +128,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._arg_int(command jsonb, key text) RETURNS int
+CREATE OR REPLACE FUNCTION memory._arg_int(command jsonb, key text) RETURNS int
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -144,7 +144,7 @@ END
 $$;
 
 -- view_range: absent/null, or [start, end] integers (end -1 = to the end).
-CREATE FUNCTION memory._view_range(command jsonb) RETURNS int[]
+CREATE OR REPLACE FUNCTION memory._view_range(command jsonb) RETURNS int[]
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -166,7 +166,7 @@ $$;
 
 ---------------------------------------------------------------- view
 
-CREATE FUNCTION memory._view_file(file memory.files, raw text, view_range int[]) RETURNS text
+CREATE OR REPLACE FUNCTION memory._view_file(file memory.files, raw text, view_range int[]) RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -210,7 +210,7 @@ $$;
 
 -- A directory, 2 levels deep, hidden items left out; sizes are the total
 -- bytes of the files below (directories have no size of their own here).
-CREATE FUNCTION memory._view_dir(ns memory.namespaces, dir text, raw text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._view_dir(ns memory.namespaces, dir text, raw text) RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -238,7 +238,7 @@ AS $$
             FROM listed l), '')
 $$;
 
-CREATE FUNCTION memory._cmd_view(ns memory.namespaces, command jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION memory._cmd_view(ns memory.namespaces, command jsonb) RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -260,7 +260,7 @@ $$;
 
 ---------------------------------------------------------------- create / str_replace / insert
 
-CREATE FUNCTION memory._cmd_create(ns memory.namespaces, command jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION memory._cmd_create(ns memory.namespaces, command jsonb) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -283,7 +283,7 @@ $$;
 -- the reference lists them when old_str is not unique. Past 1,000 the list
 -- ends with "…": each step copies the text, so an unbounded list would cost
 -- quadratic time (an empty or one-letter old_str in a long file).
-CREATE FUNCTION memory._occurrence_lines(content text, needle text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._occurrence_lines(content text, needle text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -306,7 +306,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._cmd_str_replace(ns memory.namespaces, command jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION memory._cmd_str_replace(ns memory.namespaces, command jsonb) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -347,7 +347,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._cmd_insert(ns memory.namespaces, command jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION memory._cmd_insert(ns memory.namespaces, command jsonb) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -385,7 +385,7 @@ $$;
 
 ---------------------------------------------------------------- delete / rename
 
-CREATE FUNCTION memory._cmd_delete(ns memory.namespaces, command jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION memory._cmd_delete(ns memory.namespaces, command jsonb) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -409,7 +409,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._cmd_rename(ns memory.namespaces, command jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION memory._cmd_rename(ns memory.namespaces, command jsonb) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -456,7 +456,7 @@ $$;
 
 -- One command of Anthropic's memory tool (memory_20250818); returns the text
 -- the model should see, or raises with that text as the message.
-CREATE FUNCTION memory.run(org uuid, command jsonb, ns jsonb DEFAULT '{}') RETURNS text
+CREATE OR REPLACE FUNCTION memory.run(org uuid, command jsonb, ns jsonb DEFAULT '{}') RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -481,7 +481,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._unknown_command(name text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._unknown_command(name text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -491,7 +491,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.read(org uuid, path text, ns jsonb DEFAULT '{}') RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.read(org uuid, path text, ns jsonb DEFAULT '{}') RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -510,7 +510,7 @@ $$;
 
 -- Optimistic write: expected_version null = unconditional, 0 = must not
 -- exist yet, n = must still be version n; otherwise MEMORY_CONFLICT.
-CREATE FUNCTION memory.write(org uuid, path text, content text, expected_version bigint DEFAULT NULL,
+CREATE OR REPLACE FUNCTION memory.write(org uuid, path text, content text, expected_version bigint DEFAULT NULL,
                              ns jsonb DEFAULT '{}') RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -549,7 +549,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.list_files(org uuid, ns jsonb DEFAULT '{}')
+CREATE OR REPLACE FUNCTION memory.list_files(org uuid, ns jsonb DEFAULT '{}')
 RETURNS TABLE (path text, bytes bigint, version bigint, updated_at timestamptz)
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -567,7 +567,7 @@ END
 $$;
 
 -- Text safe inside the render delimiters: it cannot close or forge a tag.
-CREATE FUNCTION memory._escape(value text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._escape(value text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT replace(replace(replace(replace(value, '&', '&amp;'), '<', '&lt;'), '>', '&gt;'), '"', '&quot;') $$;
@@ -577,7 +577,7 @@ AS $$ SELECT replace(replace(replace(replace(value, '&', '&amp;'), '<', '&lt;'),
 -- max_chars (default setting max_render), whole files are kept in order while
 -- they fit and a visible note says how many were left out; the result is
 -- never longer than the limit.
-CREATE FUNCTION memory.render(org uuid, ns jsonb DEFAULT '{}', max_chars int DEFAULT NULL) RETURNS text
+CREATE OR REPLACE FUNCTION memory.render(org uuid, ns jsonb DEFAULT '{}', max_chars int DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -620,7 +620,7 @@ $$;
 
 -- One file inside its delimiters; content and path are escaped so that
 -- neither can close the block or forge another one.
-CREATE FUNCTION memory._render_block(path text, scope text, content text) RETURNS text
+CREATE OR REPLACE FUNCTION memory._render_block(path text, scope text, content text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -631,7 +631,7 @@ $$;
 
 -- Deletes every core memory file of a namespace (the memory tool's
 -- clear_all_memory); returns how many.
-CREATE FUNCTION memory.clear_files(org uuid, ns jsonb DEFAULT '{}') RETURNS int
+CREATE OR REPLACE FUNCTION memory.clear_files(org uuid, ns jsonb DEFAULT '{}') RETURNS int
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

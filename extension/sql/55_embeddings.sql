@@ -5,13 +5,13 @@
 -- The tables that hold embeddings and search text, each with the condition
 -- that keeps a row searchable (null: every row is). Every job over both
 -- tables loops over these rows, naming the table with format('%I').
-CREATE FUNCTION memory._memory_tables() RETURNS TABLE (kind text, table_name name, live text)
+CREATE OR REPLACE FUNCTION memory._memory_tables() RETURNS TABLE (kind text, table_name name, live text)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ VALUES ('fact'::text, 'facts'::name, 'forgotten_at IS NULL'::text), ('message', 'messages', NULL) $$;
 
 -- The configured embedding type and dimension, read from the catalog.
-CREATE FUNCTION memory._embedding_config(OUT type_name text, OUT dimensions int)
+CREATE OR REPLACE FUNCTION memory._embedding_config(OUT type_name text, OUT dimensions int)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -21,7 +21,7 @@ AS $$
 $$;
 
 -- A caller's real[] as a vector, or EMBEDDING_INVALID (null stays null).
-CREATE FUNCTION memory._embedding(value real[]) RETURNS @extschema:vector@.vector
+CREATE OR REPLACE FUNCTION memory._embedding(value real[]) RETURNS @extschema:vector@.vector
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -46,7 +46,7 @@ END
 $$;
 
 -- A JSON array of numbers as a vector, or EMBEDDING_INVALID.
-CREATE FUNCTION memory._embedding_json(value jsonb) RETURNS @extschema:vector@.vector
+CREATE OR REPLACE FUNCTION memory._embedding_json(value jsonb) RETURNS @extschema:vector@.vector
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -69,7 +69,7 @@ $$;
 -- Changes the embedding type and dimension (service only): the columns of
 -- facts and messages are retyped, every embedding becomes pending and the
 -- HNSW indexes are rebuilt.
-CREATE FUNCTION memory.configure_embeddings(dimensions int, type text DEFAULT 'vector') RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.configure_embeddings(dimensions int, type text DEFAULT 'vector') RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -111,7 +111,7 @@ $$;
 -- The configured embedding and how many memories have one or wait for one,
 -- across organizations (service only): what configure_embeddings would turn
 -- pending. A look: nothing is leased.
-CREATE FUNCTION memory.embedding_status() RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.embedding_status() RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -140,7 +140,7 @@ $$;
 
 -- Rows waiting for an embedding, leased to this caller for five minutes so
 -- that concurrent workers never get the same row (service only).
-CREATE FUNCTION memory.pending_embeddings(max int DEFAULT 100)
+CREATE OR REPLACE FUNCTION memory.pending_embeddings(max int DEFAULT 100)
 RETURNS TABLE (id uuid, kind text, content text, content_hash text)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -177,7 +177,7 @@ $$;
 -- Writes a batch of vectors in one call (service only). Every vector is
 -- checked before anything is written; a row whose text changed since its
 -- hash was handed out keeps waiting. Returns the number of rows written.
-CREATE FUNCTION memory.set_memory_embeddings(ids uuid[], content_hashes text[], vectors jsonb, model text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION memory.set_memory_embeddings(ids uuid[], content_hashes text[], vectors jsonb, model text DEFAULT NULL)
 RETURNS int
 LANGUAGE plpgsql
 SECURITY DEFINER

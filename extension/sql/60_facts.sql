@@ -1,13 +1,13 @@
 -- Archival memory: facts saved once (near-duplicates refused),
 -- forgotten or superseded but kept, edited with a version bump.
 
-CREATE FUNCTION memory._search_text(content text) RETURNS tsvector
+CREATE OR REPLACE FUNCTION memory._search_text(content text) RETURNS tsvector
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT to_tsvector(memory._setting_text('text_search_config')::regconfig, content) $$;
 
 -- Every writer of facts and messages gets its tsvector here, from its content.
-CREATE FUNCTION memory._derive_search_text() RETURNS trigger
+CREATE OR REPLACE FUNCTION memory._derive_search_text() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -17,13 +17,13 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER facts_search_text BEFORE INSERT OR UPDATE OF content ON memory.facts
+CREATE OR REPLACE TRIGGER facts_search_text BEFORE INSERT OR UPDATE OF content ON memory.facts
     FOR EACH ROW EXECUTE FUNCTION memory._derive_search_text();
-CREATE TRIGGER messages_search_text BEFORE INSERT OR UPDATE OF content ON memory.messages
+CREATE OR REPLACE TRIGGER messages_search_text BEFORE INSERT OR UPDATE OF content ON memory.messages
     FOR EACH ROW EXECUTE FUNCTION memory._derive_search_text();
 
 -- After text_search_config changes, every stored tsvector follows it.
-CREATE FUNCTION memory._rederive_search_text() RETURNS void
+CREATE OR REPLACE FUNCTION memory._rederive_search_text() RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -36,7 +36,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._check_fact_text(content text) RETURNS void
+CREATE OR REPLACE FUNCTION memory._check_fact_text(content text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -49,7 +49,7 @@ END
 $$;
 
 -- A fact's provenance is small metadata, not a second copy of the conversation.
-CREATE FUNCTION memory._check_source(source jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION memory._check_source(source jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -61,7 +61,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._insert_fact(target memory.namespaces, content text,
+CREATE OR REPLACE FUNCTION memory._insert_fact(target memory.namespaces, content text,
                                     embedding @extschema:vector@.vector, source jsonb, model text) RETURNS uuid
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -77,7 +77,7 @@ $$;
 -- the namespace (or an earlier fact of this batch) is >= threshold; without
 -- an embedding a fact is deduplicated by its normalized text. Callers saving
 -- into one namespace serialize on its lock, so a fact is stored once.
-CREATE FUNCTION memory.save_facts(org uuid, facts jsonb, ns jsonb DEFAULT '{}', threshold float8 DEFAULT NULL)
+CREATE OR REPLACE FUNCTION memory.save_facts(org uuid, facts jsonb, ns jsonb DEFAULT '{}', threshold float8 DEFAULT NULL)
 RETURNS TABLE (ord int, id uuid, duplicate_of uuid, similarity float8)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -168,7 +168,7 @@ END
 $$;
 
 -- One fact; returns its new id, or the id of the fact it duplicates.
-CREATE FUNCTION memory.save_fact(org uuid, content text, embedding real[] DEFAULT NULL, ns jsonb DEFAULT '{}',
+CREATE OR REPLACE FUNCTION memory.save_fact(org uuid, content text, embedding real[] DEFAULT NULL, ns jsonb DEFAULT '{}',
                                  source jsonb DEFAULT NULL) RETURNS uuid
 LANGUAGE sql
 SECURITY DEFINER
@@ -183,7 +183,7 @@ $$;
 -- `need` it. The organization comes first (a distributed table is routed by
 -- it, and a caller without read permission there learns nothing of its ids);
 -- another user's fact answers exactly like a missing one.
-CREATE FUNCTION memory._fact(org uuid, fact_id uuid, need text) RETURNS memory.facts
+CREATE OR REPLACE FUNCTION memory._fact(org uuid, fact_id uuid, need text) RETURNS memory.facts
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -213,7 +213,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.forget(org uuid, id uuid, superseded_by uuid DEFAULT NULL) RETURNS void
+CREATE OR REPLACE FUNCTION memory.forget(org uuid, id uuid, superseded_by uuid DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -236,7 +236,7 @@ END
 $$;
 
 -- New content: the version goes up and the embedding waits to be recomputed.
-CREATE FUNCTION memory.edit_fact(org uuid, id uuid, content text) RETURNS bigint
+CREATE OR REPLACE FUNCTION memory.edit_fact(org uuid, id uuid, content text) RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -256,7 +256,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.get_fact(org uuid, id uuid) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.get_fact(org uuid, id uuid) RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -277,7 +277,7 @@ $$;
 -- A namespace's facts a page at a time, oldest first (forgotten ones too on
 -- request), without a query: for listing and review. `after_id` continues
 -- after that fact of the same namespace.
-CREATE FUNCTION memory.list_facts(org uuid, ns jsonb DEFAULT '{}', max int DEFAULT 100,
+CREATE OR REPLACE FUNCTION memory.list_facts(org uuid, ns jsonb DEFAULT '{}', max int DEFAULT 100,
                                   after_id uuid DEFAULT NULL, include_forgotten boolean DEFAULT false)
 RETURNS TABLE (id uuid, content text, version bigint, created_at timestamptz, forgotten_at timestamptz,
                superseded_by uuid, embedding_pending boolean)

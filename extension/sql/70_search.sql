@@ -6,7 +6,7 @@
 
 -- The query's lexemes OR-ed: a question shares some words with its answer,
 -- rarely all of them (an AND finds nearly nothing on LoCoMo).
-CREATE FUNCTION memory._any_lexeme(query text) RETURNS tsquery
+CREATE OR REPLACE FUNCTION memory._any_lexeme(query text) RETURNS tsquery
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -21,7 +21,7 @@ END
 $$;
 
 -- Search options with their defaults; unknown keys and bad values refused.
-CREATE FUNCTION memory._search_options(options jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory._search_options(options jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -58,7 +58,7 @@ $$;
 
 -- The creation window of search options created_after (inclusive) and
 -- created_before (exclusive), or null when neither is given.
-CREATE FUNCTION memory._created(options jsonb) RETURNS tstzrange
+CREATE OR REPLACE FUNCTION memory._created(options jsonb) RETURNS tstzrange
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -79,7 +79,7 @@ $$;
 -- Few enough rows to rank exactly? Counting stops at the limit. Pending rows
 -- count too: the count is then an index-only scan (an `embedding IS NOT NULL`
 -- test read every row from the heap: 3.5 ms at 2,000 facts, bench/search.py).
-CREATE FUNCTION memory._small_set(kind text, org uuid, namespace_ids uuid[], exclude_chat text) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._small_set(kind text, org uuid, namespace_ids uuid[], exclude_chat text) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -102,7 +102,7 @@ $$;
 -- index ordering through a UNION ALL. Static queries rather than one built
 -- with format(): measured side by side, the dynamic query was 3-7% slower
 -- per call (its parse and the table lookup), and this is the search path.
-CREATE FUNCTION memory._nearest(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+CREATE OR REPLACE FUNCTION memory._nearest(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
                                 query @extschema:vector@.vector, k int, exact boolean DEFAULT NULL,
                                 created tstzrange DEFAULT NULL)
 RETURNS TABLE (id uuid, distance float8)
@@ -153,7 +153,7 @@ END
 $$;
 
 -- The `depth` best rows sharing any lexeme with the query, by ts_rank_cd.
-CREATE FUNCTION memory._text_ranked(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+CREATE OR REPLACE FUNCTION memory._text_ranked(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
                                     terms tsquery, depth int, created tstzrange DEFAULT NULL)
 RETURNS TABLE (id uuid, text_rank float4)
 LANGUAGE sql STABLE
@@ -178,7 +178,7 @@ $$;
 
 -- Reciprocal rank fusion of both lists:
 -- score = w_v / (rrf_k + rank_v) + w_t / (rrf_k + rank_t); a missing rank adds 0.
-CREATE FUNCTION memory._rank(kind text, org uuid, namespace_ids uuid[], exclude_chat text, query text,
+CREATE OR REPLACE FUNCTION memory._rank(kind text, org uuid, namespace_ids uuid[], exclude_chat text, query text,
                              query_embedding @extschema:vector@.vector, k int, options jsonb)
 RETURNS TABLE (id uuid, score float8)
 LANGUAGE plpgsql STABLE
@@ -213,17 +213,12 @@ $$;
 -- Search option min_similarity: a hit whose cosine similarity to the query is
 -- known and below it is cut (a hit without an embedding yet is kept).
 -- `similarity` is null without a query embedding or with a pending one.
-CREATE FUNCTION memory._similar_enough(similarity float8, least_similar float8) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._similar_enough(similarity float8, least_similar float8) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT least_similar IS NULL OR similarity IS NULL OR similarity >= least_similar $$;
 
--- A row type rather than RETURNS TABLE: its column `ns` may share the name
--- of the input argument `ns`.
-CREATE TYPE memory.fact_hit AS (id uuid, content text, score float8, similarity float8, text_rank float4,
-                                ns jsonb, created_at timestamptz);
-
-CREATE FUNCTION memory.search_facts(org uuid, query text, query_embedding real[] DEFAULT NULL, ns jsonb DEFAULT '{}',
+CREATE OR REPLACE FUNCTION memory.search_facts(org uuid, query text, query_embedding real[] DEFAULT NULL, ns jsonb DEFAULT '{}',
                                     k int DEFAULT 10, options jsonb DEFAULT '{}')
 RETURNS SETOF memory.fact_hit
 LANGUAGE plpgsql

@@ -2,7 +2,7 @@
 -- user's chats. Messages live in their owner's user namespace and share the
 -- facts' embedding columns, pending pipeline and ranking.
 
-CREATE FUNCTION memory._message_text(message jsonb, key text, max_bytes int) RETURNS text
+CREATE OR REPLACE FUNCTION memory._message_text(message jsonb, key text, max_bytes int) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -21,7 +21,7 @@ $$;
 -- (org, owner, chat_id, id).
 -- A temporary chat stores nothing and answers false. Changed content makes
 -- the embedding pending again (unless a new one comes with it).
-CREATE FUNCTION memory.index_message(org uuid, message jsonb, embedding real[] DEFAULT NULL) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory.index_message(org uuid, message jsonb, embedding real[] DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -69,12 +69,9 @@ BEGIN
 END
 $$;
 
-CREATE TYPE memory.message_hit AS (id text, chat_id text, role text, content text, score float8,
-                                   similarity float8, created_at timestamptz);
-
 -- The caller's own closest earlier messages, across chats; `exclude_chat`
 -- leaves out the chat the conversation is in.
-CREATE FUNCTION memory.search_messages(org uuid, query text, query_embedding real[] DEFAULT NULL,
+CREATE OR REPLACE FUNCTION memory.search_messages(org uuid, query text, query_embedding real[] DEFAULT NULL,
                                        exclude_chat text DEFAULT NULL, k int DEFAULT 5, options jsonb DEFAULT '{}')
 RETURNS SETOF memory.message_hit
 LANGUAGE plpgsql
@@ -104,7 +101,7 @@ END
 $$;
 
 -- Deletes a chat's messages: a user's own, or (the service) everyone's.
-CREATE FUNCTION memory.delete_chat(org uuid, chat_id text) RETURNS int
+CREATE OR REPLACE FUNCTION memory.delete_chat(org uuid, chat_id text) RETURNS int
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -3,7 +3,7 @@
 -- bytes), with optimistic concurrency and an optional lifetime. An expired
 -- document reads as absent before any purge.
 
-CREATE FUNCTION memory._document_key(scope_key text, path text, OUT scope_hash bytea, OUT path_hash bytea)
+CREATE OR REPLACE FUNCTION memory._document_key(scope_key text, path text, OUT scope_hash bytea, OUT path_hash bytea)
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -20,7 +20,7 @@ END
 $$;
 
 -- The live document, locked for a change (expired ones count as absent).
-CREATE FUNCTION memory._document_for_update(scope_key text, path text) RETURNS memory.documents
+CREATE OR REPLACE FUNCTION memory._document_for_update(scope_key text, path text) RETURNS memory.documents
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -30,12 +30,12 @@ AS $$
     FOR UPDATE OF d
 $$;
 
-CREATE FUNCTION memory._live(expires_at timestamptz) RETURNS boolean
+CREATE OR REPLACE FUNCTION memory._live(expires_at timestamptz) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT expires_at IS NULL OR expires_at > now() $$;
 
-CREATE FUNCTION memory.document_read(scope_key text, path text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.document_read(scope_key text, path text) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -57,7 +57,7 @@ END
 $$;
 
 -- The error for a document that is not at the version the caller expected.
-CREATE FUNCTION memory._document_conflict(path text, version bigint, expected_version bigint) RETURNS void
+CREATE OR REPLACE FUNCTION memory._document_conflict(path text, version bigint, expected_version bigint) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -70,7 +70,7 @@ $$;
 -- Writes a document; expected_version null = it must not exist yet, n = it
 -- must still be at version n; otherwise MEMORY_DOCUMENT_CONFLICT and nothing
 -- is written. expires_in (seconds) sets a lifetime; null means none.
-CREATE FUNCTION memory.document_write(scope_key text, path text, content text, expected_version bigint,
+CREATE OR REPLACE FUNCTION memory.document_write(scope_key text, path text, content text, expected_version bigint,
                                       expires_in int DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -119,7 +119,7 @@ $$;
 
 -- Deletes a document; expected_version null deletes whatever is there, n
 -- only version n (else MEMORY_DOCUMENT_CONFLICT). True when one was deleted.
-CREATE FUNCTION memory.document_delete(scope_key text, path text, expected_version bigint DEFAULT NULL)
+CREATE OR REPLACE FUNCTION memory.document_delete(scope_key text, path text, expected_version bigint DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -143,7 +143,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.document_list(scope_key text, prefix text DEFAULT '')
+CREATE OR REPLACE FUNCTION memory.document_list(scope_key text, prefix text DEFAULT '')
 RETURNS TABLE (path text, version bigint, expires_at timestamptz, updated_at timestamptz)
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -163,7 +163,7 @@ END
 $$;
 
 -- Removes expired documents; returns how many.
-CREATE FUNCTION memory.purge_documents() RETURNS int
+CREATE OR REPLACE FUNCTION memory.purge_documents() RETURNS int
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

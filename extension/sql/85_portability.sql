@@ -2,7 +2,7 @@
 -- organization; export a namespace as JSON that import loads back unchanged
 -- (ids, versions, timestamps and embeddings included).
 
-CREATE FUNCTION memory.erase_user(org uuid, user_id uuid) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.erase_user(org uuid, user_id uuid) RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -31,7 +31,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory.export(org uuid, ns jsonb DEFAULT '{}') RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.export(org uuid, ns jsonb DEFAULT '{}') RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -63,7 +63,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION memory._export_array(data jsonb, key text) RETURNS SETOF jsonb
+CREATE OR REPLACE FUNCTION memory._export_array(data jsonb, key text) RETURNS SETOF jsonb
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -79,7 +79,7 @@ $$;
 -- A version from an export: one that a real history could have reached. A
 -- larger one (up to bigint's end) would make the next edit overflow; 2^53 - 1
 -- is also the largest integer a JSON reader in JavaScript keeps exact.
-CREATE FUNCTION memory._import_version(item jsonb, what text) RETURNS bigint
+CREATE OR REPLACE FUNCTION memory._import_version(item jsonb, what text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -95,7 +95,7 @@ $$;
 -- The ids imported facts get. The service keeps the export's ids. A user's
 -- facts get new ones (their history links follow): whether an id is taken is
 -- knowledge about other users' rows, which an import must not answer.
-CREATE FUNCTION memory._import_fact_ids(data jsonb, keep boolean) RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory._import_fact_ids(data jsonb, keep boolean) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -117,7 +117,7 @@ $$;
 -- Loads an export into a namespace (which must not already hold the same
 -- paths, fact ids or messages: MEMORY_EXISTS). Returns counts per kind.
 -- Messages are indexed by the service only, so only the service imports them.
-CREATE FUNCTION memory.import(org uuid, data jsonb, ns jsonb DEFAULT '{}') RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.import(org uuid, data jsonb, ns jsonb DEFAULT '{}') RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -1,7 +1,7 @@
 -- What a namespace holds, counted without leasing or changing anything (the
 -- pending counts are a look, unlike memory.pending_embeddings).
 
-CREATE FUNCTION memory.stats(org uuid, ns jsonb DEFAULT '{}') RETURNS jsonb
+CREATE OR REPLACE FUNCTION memory.stats(org uuid, ns jsonb DEFAULT '{}') RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

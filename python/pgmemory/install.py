@@ -1,14 +1,15 @@
 """Installing the extension's files into a PostgreSQL server (`pgmemory install-extension`).
 
-The files come from the package (a wheel carries `extension/memory.control`
-and `extension/sql/*.sql` as `pgmemory/extension/...`) or, in a source checkout
-or editable install, from the repository's `extension/` folder. The versioned
-script `memory--<version>.sql` is built here exactly as `extension/Makefile`
-builds it (the same header, the parts in the same order, byte for byte), so
+The files come from the package (a wheel carries `extension/memory.control`,
+`state/`, `sql/`, `upgrades/` and `released/` as `pgmemory/extension/...`) or,
+in a source checkout or editable install, from the repository's `extension/`
+folder. The scripts are assembled here exactly as `extension/Makefile`
+assembles them (the same header, the parts in the same order, byte for byte):
+`memory--<version>.sql` from state/*.sql and sql/*.sql, and each upgrade
+script `memory--<from>--<to>.sql` from upgrades/<from>--<to>.sql and sql/*.sql.
 `make install` and `pgmemory install-extension` install the same files:
-`memory.control`, `memory--<version>.sql`, the frozen scripts of released
-versions (`released/memory--<version>.sql`) and the upgrade scripts
-`memory--<from>--<to>.sql`, into `$(pg_config --sharedir)/extension`.
+those, `memory.control` and the frozen scripts of released versions
+(`released/memory--<version>.sql`), into `$(pg_config --sharedir)/extension`.
 
 Standard library only; nothing here talks to a database.
 """
@@ -35,10 +36,10 @@ def source_dir() -> Path:
     """Where the extension's sources are: inside the installed package, else the checkout's."""
     here = Path(__file__).resolve().parent
     for candidate in (here / "extension", here.parents[1] / "extension"):
-        if (candidate / CONTROL).is_file() and (candidate / "sql").is_dir():
+        if (candidate / CONTROL).is_file() and (candidate / "state").is_dir():
             return candidate
     raise InstallError(
-        f"the extension's files are missing: no {CONTROL} and sql/ in {here / 'extension'}"
+        f"the extension's files are missing: no {CONTROL} and state/ in {here / 'extension'}"
         f" or {here.parents[1] / 'extension'}"
     )
 
@@ -51,20 +52,41 @@ def control_version(control: str) -> str:
     return found.group(1)
 
 
-def build_script(src: Path, version: str) -> bytes:
-    """`memory--<version>.sql`: the ordered concatenation of sql/*.sql with the Makefile's header."""
-    parts = sorted(p.name for p in (src / "sql").glob("*.sql"))
+def _parts(src: Path, folder: str) -> list[Path]:
+    parts = sorted((src / folder).glob("*.sql"))
     if not parts:
-        raise InstallError(f"no SQL parts in {src / 'sql'}")
+        raise InstallError(f"no SQL parts in {src / folder}")
+    return parts
+
+
+def _assemble(src: Path, name: str, guard: str, parts: list[Path]) -> bytes:
     out = [
-        f"-- {EXTENSION} {version}: generated from extension/sql/*.sql;"
+        f"-- {name}: generated from extension/ (state/, sql/, upgrades/);"
         " edit the parts, not this file\n".encode(),
-        f'\\echo Use "CREATE EXTENSION {EXTENSION}" to load this file. \\quit\n'.encode(),
+        f'\\echo Use "{guard}" to load this file. \\quit\n'.encode(),
     ]
-    for name in parts:
-        out.append(f"\n-- ---- sql/{name}\n".encode())
-        out.append((src / "sql" / name).read_bytes())
+    for path in parts:
+        out.append(f"\n-- ---- {path.relative_to(src).as_posix()}\n".encode())
+        out.append(path.read_bytes())
     return b"".join(out)
+
+
+def build_script(src: Path, version: str) -> bytes:
+    """`memory--<version>.sql`: state/*.sql then sql/*.sql, with the Makefile's header."""
+    name = f"{EXTENSION}--{version}.sql"
+    parts = _parts(src, "state") + _parts(src, "sql")
+    return _assemble(src, name, f"CREATE EXTENSION {EXTENSION}", parts)
+
+
+def upgrade_scripts(src: Path) -> dict[str, bytes]:
+    """`memory--A--B.sql` for every upgrades/A--B.sql: the step, then every code part."""
+    code = _parts(src, "sql")
+    return {
+        f"{EXTENSION}--{step.name}": _assemble(
+            src, f"{EXTENSION}--{step.name}", f"ALTER EXTENSION {EXTENSION} UPDATE", [step, *code]
+        )
+        for step in sorted((src / "upgrades").glob("*--*.sql"))
+    }
 
 
 def extension_files(src: Path | None = None) -> tuple[str, dict[str, bytes]]:
@@ -73,13 +95,9 @@ def extension_files(src: Path | None = None) -> tuple[str, dict[str, bytes]]:
     control = (src / CONTROL).read_bytes()
     version = control_version(control.decode())
     files = {CONTROL: control, f"{EXTENSION}--{version}.sql": build_script(src, version)}
-    # Frozen scripts of released versions (released/), and upgrade scripts.
-    extra = [
-        *sorted((src / "released").glob(f"{EXTENSION}--*.sql")),
-        *sorted(src.glob(f"{EXTENSION}--*--*.sql")),
-    ]
-    for path in extra:
-        files.setdefault(path.name, path.read_bytes())
+    files.update(upgrade_scripts(src))
+    for path in sorted((src / "released").glob(f"{EXTENSION}--*.sql")):
+        files.setdefault(path.name, path.read_bytes())  # frozen releases
     return version, files
 
 

@@ -4,7 +4,9 @@ Released versions are frozen. `extension/released/memory--<version>.sql` is
 the full script of a release exactly as it shipped (copied from
 `extension/build/` when the release is cut, never edited afterwards; `make
 install` installs every frozen script beside the current build). An upgrade
-script `extension/memory--A--B.sql` takes a database from A to B.
+step `extension/upgrades/A--B.sql` holds the state that changes from A to B;
+the build makes it the upgrade script `memory--A--B.sql` (the step, then every
+code part) that takes a database from A to B.
 
 For every upgrade script A→B, and for every released version to the current
 one (`ALTER EXTENSION memory UPDATE` finds the path through the scripts):
@@ -84,10 +86,10 @@ def released_versions() -> list[str]:
 
 
 def upgrade_scripts() -> list[tuple[str, str]]:
-    """(A, B) for every extension/memory--A--B.sql."""
+    """(A, B) for every upgrade step extension/upgrades/A--B.sql."""
     out = []
-    for path in EXTENSION_DIR.glob(f"{NAME}--*--*.sql"):
-        parts = path.name[len(NAME) + 2 : -4].split("--")
+    for path in (EXTENSION_DIR / "upgrades").glob("*--*.sql"):
+        parts = path.name[:-4].split("--")
         if len(parts) == 2:
             out.append((parts[0], parts[1]))
     return sorted(out, key=lambda ab: (_key(ab[0]), _key(ab[1])))
@@ -520,8 +522,8 @@ def test_current_version_matches_its_frozen_release() -> None:
         )
     built = EXTENSION_DIR / "build" / f"{NAME}--{version}.sql"
     assert built.read_bytes() == frozen.read_bytes(), (
-        f"extension/sql/ changed after {version} was released: bump default_version in"
-        f" memory.control and write memory--{version}--<next>.sql"
+        f"extension/ changed after {version} was released: bump default_version in"
+        f" memory.control and write extension/upgrades/{version}--<next>.sql"
     )
 
 

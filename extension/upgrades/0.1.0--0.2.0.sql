@@ -1,0 +1,3 @@
+-- From 0.1.0 to 0.2.0: the state (tables, types, indexes) that changes.
+-- Only DDL belongs here; every function, trigger, grant and comment of
+-- sql/*.sql runs again after this step (docs/operations.md).
