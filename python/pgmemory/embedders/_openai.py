@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import os
 import random
+import struct
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -328,8 +329,6 @@ class OpenAIEmbedder:
         ) from error
 
     def _vectors(self, payload: Any, count: int, status: int) -> list[list[float]]:
-        import numpy as np
-
         def bad(why: str) -> EmbedderError:
             return EmbedderError(f"malformed embeddings response: {why}", status_code=status)
 
@@ -351,7 +350,7 @@ class OpenAIEmbedder:
                     raise bad(f"embedding {index} is not valid base64") from e
                 if len(packed) % 4:
                     raise bad(f"embedding {index} is not a whole number of float32s")
-                vector = np.frombuffer(packed, dtype="<f4").tolist()
+                vector = list(struct.unpack(f"<{len(packed) // 4}f", packed))  # float32 LE
             elif isinstance(raw, list) and all(
                 isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw
             ):
