@@ -28,8 +28,12 @@ install: $(STAMP)
 demo: install
 	$(PY) -m pgmemory.demo
 
+# The whole suite on CREATE EXTENSION, then the SQL subsets of tests/install_modes.py on a
+# plain install (pgmemory install --plain) and on a database upgraded from the oldest release.
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m tests.install_modes plain
+	$(PY) -m tests.install_modes upgrade
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check python tests bench tools

@@ -19,8 +19,9 @@ import psycopg
 import pytest
 from pytest_postgresql import factories
 
+from pgmemory import plain
 from pgmemory import server as embedded
-from tests.support import SERVICE, Principal, user_claims
+from tests.support import SERVICE, Principal, released_versions, user_claims
 
 # Login roles shared by the whole cluster (roles are not per database).
 SERVICE_GROUP = "memory_service"  # the default of setting `service_role`
@@ -58,11 +59,31 @@ def pg_server() -> Iterator[ServerInfo]:
     shutil.rmtree(srv.data_dir, ignore_errors=True)
 
 
+# How the template database gets memory (tests/install_modes.py runs subsets in the others):
+# "extension" (CREATE EXTENSION), "upgrade" (the oldest release, then ALTER EXTENSION
+# UPDATE) or "plain" (pgmemory.plain: the scripts run directly, no extension).
+INSTALL = os.environ.get("PGMEMORY_TEST_INSTALL", "extension")
+
+
+def _install_memory(conn: psycopg.Connection) -> None:
+    if INSTALL == "extension":
+        conn.execute("CREATE EXTENSION memory CASCADE")
+    elif INSTALL == "upgrade":
+        oldest = released_versions()[0]
+        conn.execute(f"CREATE EXTENSION memory VERSION '{oldest}' CASCADE")
+        conn.execute("ALTER EXTENSION memory UPDATE")
+    elif INSTALL == "plain":
+        conn.execute("CREATE EXTENSION vector")
+        plain.install(conn)
+    else:
+        raise pytest.UsageError(f"PGMEMORY_TEST_INSTALL={INSTALL!r}: extension, upgrade or plain")
+
+
 def _create_extension(**kwargs: object) -> None:
     with psycopg.connect(
         host=kwargs["host"], port=kwargs["port"], user=kwargs["user"], dbname=kwargs["dbname"]
     ) as conn:
-        conn.execute("CREATE EXTENSION memory CASCADE")
+        _install_memory(conn)
         conn.execute(f"GRANT USAGE ON SCHEMA memory TO {SERVICE_LOGIN}, {USER_LOGIN}")
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -111,3 +113,16 @@ def snapshot(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
             cur.execute(f"SELECT to_jsonb(t)::text FROM memory.{table} t ORDER BY 1")
             out.extend((table, row[0]) for row in cur.fetchall())
         return out
+
+
+RELEASED_DIR = Path(__file__).resolve().parents[1] / "extension" / "released"
+
+
+def version_key(version: str) -> tuple[int | str, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.-]", version))
+
+
+def released_versions() -> list[str]:
+    """Versions with a frozen full script in extension/released/, oldest first."""
+    names = (p.name[len("memory--") : -4] for p in RELEASED_DIR.glob("memory--*.sql"))
+    return sorted((v for v in names if "--" not in v), key=version_key)

@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from . import __version__
+from . import __version__, plain
 from . import install as installer
 from .embedders import Embedder, EmbedderError
 from .errors import PgMemoryError
@@ -382,6 +382,31 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("org", type=_uuid, metavar="ORG")
         sub.add_argument("user_id", type=_uuid, metavar="USER")
         sub.add_argument("--permission", default="memory.read", help="default: memory.read")
+
+    sub = command(
+        "install",
+        cmd_install,
+        "install memory into a database where CREATE EXTENSION cannot read its files",
+    )
+    how = sub.add_mutually_exclusive_group(required=True)
+    how.add_argument(
+        "--plain",
+        action="store_true",
+        help="create schema memory by running the scripts directly (no extension)",
+    )
+    how.add_argument(
+        "--pg-tle",
+        action="store_true",
+        help="register the scripts with pg_tle, then CREATE EXTENSION memory works",
+    )
+    sub.add_argument("target_dsn", nargs="?", metavar="DSN", help="default: --dsn, PGMEMORY_DSN")
+
+    sub = command(
+        "upgrade",
+        cmd_upgrade,
+        "bring memory in a database to this package's version (plain install or extension)",
+    )
+    sub.add_argument("target_dsn", nargs="?", metavar="DSN", help="default: --dsn, PGMEMORY_DSN")
 
     sub = command(
         "install-extension",
@@ -758,6 +783,46 @@ def cmd_install_extension(args: argparse.Namespace) -> int:
         f"installed memory {done.version} into {done.directory}: {', '.join(done.files)}",
         {"version": done.version, "directory": str(done.directory), "files": done.files},
     )
+    return 0
+
+
+def _target(args: argparse.Namespace) -> psycopg.Connection[Any]:
+    return psycopg.connect(args.target_dsn or _dsn(args))
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    with _target(args) as conn:
+        if args.plain:
+            version = plain.install(conn).after
+            how = "as schema memory (plain install)"
+        else:
+            from . import pgtle
+
+            version = pgtle.install(conn)
+            how = "with pg_tle: CREATE EXTENSION memory CASCADE creates it"
+    _emit(args, f"installed memory {version} {how}", {"version": version, "plain": args.plain})
+    return 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    with _target(args) as conn:
+        row = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'memory'"
+        ).fetchone()
+        if row is not None:  # an extension: PostgreSQL finds the path through the scripts
+            conn.execute("ALTER EXTENSION memory UPDATE")
+            after = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'memory'"
+            ).fetchone()
+            done = plain.Done(row[0], after[0] if after else row[0], [])
+        else:
+            done = plain.upgrade(conn)
+    text = (
+        f"memory is at {done.after} already"
+        if done.before == done.after
+        else f"upgraded memory from {done.before} to {done.after}"
+    )
+    _emit(args, text, {"before": done.before, "after": done.after, "scripts": done.scripts})
     return 0
 
 

@@ -8,6 +8,7 @@ and an id of someone else's memory answers exactly like a random id.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -706,6 +707,10 @@ def test_the_documented_plugin_is_accepted_and_does_what_it_says(
     block = next(b for b in doc.split("```sql")[1:] if "app.memory_permission" in b)
     sql = block.split("```")[0]
     create, configure = sql.split("SELECT memory.configure(")
+    # The doc's first line creates schema app; here the superuser gives it to the role.
+    schema_line = re.compile(r"^CREATE SCHEMA IF NOT EXISTS app;.*$", re.M)
+    assert schema_line.search(create), create
+    create = schema_line.sub("", create)
     db.execute(f"CREATE SCHEMA app AUTHORIZATION {attacker.role}")
     db.commit()
     attacker.sql(create)  # the app's own role owns the table and the definer function

@@ -43,7 +43,9 @@ def test_only_public_functions_are_security_definer_and_helpers_are_not_callable
 
 
 def test_dynamic_sql_is_confined_and_quoted(db):
-    """Only two functions build SQL at run time, from catalog names and integers."""
+    """Few functions build SQL at run time: the plug-in binding from a validated
+    regprocedure, and the jobs over facts and messages from the table names of
+    memory._memory_tables(); every statement through format()."""
     dynamic = {
         name: src
         for name, _, _, src in _functions(db)
@@ -51,8 +53,17 @@ def test_dynamic_sql_is_confined_and_quoted(db):
     }
     assert sorted(dynamic) == [
         "memory._bind_permission_check(regprocedure)",
+        "memory._rederive_search_text()",
         "memory.configure_embeddings(integer,text)",
+        "memory.embedding_status()",
+        "memory.pending_embeddings(integer)",
+        "memory.set_memory_embeddings(uuid[],text[],jsonb,text)",
     ]
+    for name, src in dynamic.items():
+        if name != "memory._bind_permission_check(regprocedure)":
+            assert "FOR t IN SELECT * FROM memory._memory_tables() LOOP" in src, name
+            assert "memory.%" in src, name
+            assert not re.search(r"memory\.%(?!(\d+\$)?I)", src), name  # a table name: %I
     for src in dynamic.values():
         for line in src.splitlines():
             if re.match(r"\s*(RETURN QUERY )?EXECUTE\b", line):

@@ -53,7 +53,7 @@ import psycopg
 import pytest
 
 from pgmemory.server import pg_bin_dir
-from tests.support import SERVICE, Principal, user_claims
+from tests.support import SERVICE, Principal, released_versions, user_claims, version_key
 
 EXTENSION_DIR = Path(__file__).resolve().parents[2] / "extension"
 RELEASED_DIR = EXTENSION_DIR / "released"
@@ -71,20 +71,6 @@ def default_version() -> str:
     return found.group(1)
 
 
-def _key(version: str) -> tuple[int | str, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.-]", version))
-
-
-def released_versions() -> list[str]:
-    """Versions with a frozen full script in extension/released/."""
-    out = []
-    for path in RELEASED_DIR.glob(f"{NAME}--*.sql"):
-        parts = path.name[len(NAME) + 2 : -4].split("--")
-        if len(parts) == 1:
-            out.append(parts[0])
-    return sorted(out, key=_key)
-
-
 def upgrade_scripts() -> list[tuple[str, str]]:
     """(A, B) for every upgrade step extension/upgrades/A--B.sql."""
     out = []
@@ -92,7 +78,7 @@ def upgrade_scripts() -> list[tuple[str, str]]:
         parts = path.name[:-4].split("--")
         if len(parts) == 2:
             out.append((parts[0], parts[1]))
-    return sorted(out, key=lambda ab: (_key(ab[0]), _key(ab[1])))
+    return sorted(out, key=lambda ab: (version_key(ab[0]), version_key(ab[1])))
 
 
 def share_extension_dir() -> Path:
