@@ -799,7 +799,7 @@ def cmd_install(args: argparse.Namespace) -> int:
             from . import pgtle
 
             version = pgtle.install(conn)
-            how = "with pg_tle: CREATE EXTENSION memory CASCADE creates it"
+            how = f"with pg_tle; create it with: {pgtle.NEXT_STEP}"
     _emit(args, f"installed memory {version} {how}", {"version": version, "plain": args.plain})
     return 0
 
@@ -810,6 +810,10 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             "SELECT extversion FROM pg_extension WHERE extname = 'memory'"
         ).fetchone()
         if row is not None:  # an extension: PostgreSQL finds the path through the scripts
+            from . import pgtle
+
+            if pgtle.pg_tle_version(conn) and pgtle.registered(conn):
+                pgtle.install(conn)  # pg_tle holds the scripts: register this version's first
             conn.execute("ALTER EXTENSION memory UPDATE")
             after = conn.execute(
                 "SELECT extversion FROM pg_extension WHERE extname = 'memory'"

@@ -212,3 +212,13 @@ def test_pgvector_in_a_schema_whose_name_needs_quotes(new_database):
             (ORG, psycopg.types.json.Jsonb(owner)),
         ).fetchall()
     assert hits == [("Lives in Porto", 1.0)]
+
+
+def test_install_pg_tle_without_pg_tle_says_what_to_do(new_database, tmp_path: Path):
+    done = run_cli("install", "--pg-tle", new_database(), env=base_env(tmp_path))
+    assert done.code == 1
+    assert done.err.startswith(
+        "pgmemory: pg_tle is not available on this server: run CREATE EXTENSION pg_tle in this"
+        " database first"
+    ), done.err
+    assert done.err.endswith("pgmemory install --plain installs memory as a plain schema\n")
