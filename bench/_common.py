@@ -187,6 +187,24 @@ def fill(template: str, *values: dict[str, Any], **more: Any) -> str:
     return template.format_map({k: v for d in (*values, more) for k, v in d.items()})
 
 
+def section(template: str, r: Result, *values: dict[str, Any], **more: Any) -> str:
+    """`fill` with the result's config first, `{name}` (the result file's stem) and
+    `{quick}` (" --quick" or nothing) for the figure and the command to reproduce it."""
+    quick = " --quick" if r["quick"] else ""
+    return fill(template, r["config"], *values, name=result_name(r), quick=quick, **more)
+
+
+def index(rows: Sequence[Row], *keys: str) -> dict[Any, Any]:
+    """Rows by the values of `keys`: {row[keys[0]]: {row[keys[1]]: row}} for two."""
+    out: dict[Any, Any] = {}
+    for row in rows:
+        level = out
+        for key in keys[:-1]:
+            level = level.setdefault(row[key], {})
+        level[row[keys[-1]]] = row
+    return out
+
+
 def spread(s: Stat, fmt: str = ".2f") -> str:
     """A Stat as a table cell: `median (min..max)`."""
     return f"{s['median']:{fmt}} ({s['min']:{fmt}}..{s['max']:{fmt}})"
@@ -199,6 +217,28 @@ def medians(stats: Sequence[Stat]) -> list[float]:
 def error_bars(stats: Sequence[Stat]) -> list[list[float]]:
     """matplotlib's yerr/xerr for bars at the medians: down to min, up to max."""
     return [[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]]
+
+
+def grouped_bars(
+    ax: Any, labels: Sequence[str], series: dict[str, Sequence[Stat]], **ticks: Any
+) -> float:
+    """Bars at the medians (error bars min..max), the series side by side in each group
+    of `labels`; returns the width of a bar."""
+    width = 0.8 / len(series)
+    for i, (name, stats) in enumerate(series.items()):
+        xs = [j + i * width for j in range(len(labels))]
+        ax.bar(xs, medians(stats), width, yerr=error_bars(stats), capsize=2, label=name)
+    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(labels))], labels, **ticks)
+    return width
+
+
+def log_scale(ax: Any) -> None:
+    """A log y axis with plain numbers at its ticks."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
 
 
 def draw_figures(result: Result, out: Path = RESULTS_DIR) -> None:
@@ -250,12 +290,7 @@ def embedded_server(
     try:
         with psycopg.connect(srv.dsn(), autocommit=True) as conn:
             changed = False
-            for key, value in (settings or {}).items():
-                if (
-                    conn.execute("SELECT FROM pg_settings WHERE name = %s", (key,)).fetchone()
-                    is None
-                ):
-                    raise SystemExit(f"unknown server setting {key}")
+            for key, value in (settings or {}).items():  # SHOW fails on an unknown name
                 if conn.execute(f"SHOW {key}").fetchone()[0] != value:
                     conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
                     changed = True

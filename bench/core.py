@@ -28,14 +28,15 @@ from bench._common import (
     Result,
     Row,
     database,
-    error_bars,
-    fill,
-    medians,
+    grouped_bars,
+    index,
+    log_scale,
     new_result,
     options,
     percentile,
     run_together,
     save,
+    section,
     server_settings,
     spread,
     stat,
@@ -186,14 +187,8 @@ class _Done(Exception):
 
 
 class TraceBuilder:
-    """Generates sessions of an agent's memory-tool use over a model of the files (seeded,
-    so every run replays the same commands). A session opens with a `view` of /memories,
-    views a few files, then edits: `str_replace` (a line, a fragment, two lines, or a line
-    removed), `insert`, `create`, now and then a `rename` (often into /memories/archive)
-    or a `delete`, and a few commands that fail as an agent's do: an old_str it
-    misremembered, a `view` of a file it renamed or deleted, an `insert` past the end. The
-    model keeps the rest valid; commands are dicts exactly as the memory tool
-    (`memory_20250818`) sends them."""
+    """The sessions SECTION describes, over a model of the files that keeps the commands
+    valid but for the failures it means (seeded: every run replays the same commands)."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -809,12 +804,12 @@ def _mix_text(mix: dict[str, int]) -> str:
     return ", ".join(f"{label} {count / total:.1%}" for label, count in mix.items())
 
 
-def _latency(r: Result) -> dict[tuple[str, str], Row]:
-    return {(x["side"], x["command"]): x for x in r["tables"]["latency"]}
+def _latency(r: Result) -> dict[str, dict[str, Row]]:
+    return index(r["tables"]["latency"], "side", "command")
 
 
 def _sides(r: Result) -> dict[str, Row]:
-    return {x["side"]: x for x in r["tables"]["sides"]}
+    return index(r["tables"]["sides"], "side")
 
 
 def latency_table(r: Result, stat_key: str) -> str:
@@ -823,7 +818,7 @@ def latency_table(r: Result, stat_key: str) -> str:
         (
             "**all commands**" if cmd == "all" else cmd,
             f"{c['commands'] if cmd == 'all' else c['mix'][cmd]:,}",
-            *(spread(by[k, cmd][stat_key], ".3f") for k in SIDES),
+            *(spread(by[k][cmd][stat_key], ".3f") for k in SIDES),
         )
         for cmd in (*LABELS, "all")
         if cmd == "all" or cmd in c["mix"]
@@ -848,17 +843,13 @@ def throughput_table(r: Result) -> str:
 
 
 def _worst(r: Result, key: str) -> tuple[str, float]:
-    by = {
-        cmd: x["p50_ms"]["median"]
-        for (side, cmd), x in _latency(r).items()
-        if side == key and cmd != "all"
-    }
+    by = {cmd: x["p50_ms"]["median"] for cmd, x in _latency(r)[key].items() if cmd != "all"}
     label = max(by, key=lambda k: by[k])
     return label, by[label]
 
 
 def targets(r: Result) -> list[dict[str, Any]]:
-    overall = _latency(r)["sql", "all"]["p50_ms"]
+    overall = _latency(r)["sql"]["all"]["p50_ms"]
     worst, worst_ms = _worst(r, "sql")
     nosync_worst, nosync_worst_ms = _worst(r, "sql_async")
     others = [s for key, s in _sides(r).items() if key != "local"]
@@ -875,7 +866,7 @@ def targets(r: Result) -> list[dict[str, Any]]:
         {
             "target": f"memory.run p50 ≤ {TARGET_MS:g} ms for every command type",
             "measured": f"worst: {worst} {worst_ms:.2f} ms; with synchronous_commit off "
-            f"{_latency(r)['sql_async', worst]['p50_ms']['median']:.2f} ms (worst {nosync_worst} "
+            f"{_latency(r)['sql_async'][worst]['p50_ms']['median']:.2f} ms (worst {nosync_worst} "
             f"{nosync_worst_ms:.2f} ms)",
             "met": worst_ms <= TARGET_MS,
         },
@@ -904,9 +895,9 @@ def markdown(r: Result) -> str:
         ]
         headers = ["function", "calls", "self µs per call", "share of memory.run's time"]
         profile = PROFILE.format(**t["profile_run"][0], table=table(headers, rows))
-    return fill(
+    return section(
         SECTION,
-        c,
+        r,
         env["server_settings"],
         mix=_mix_text(c["mix"]),
         files_at_end=t["checks"][0]["files_at_end"],
@@ -918,38 +909,22 @@ def markdown(r: Result) -> str:
         p95=latency_table(r, "p95_ms"),
         check=CHECK[c.get("compared")],
         throughput=throughput_table(r),
-        name="core-quick" if r["quick"] else "core",
         profile=profile,
-        quick=" --quick" if r["quick"] else "",
     )
 
 
 def figure(plt: Any, r: Result) -> Any:
     """p50 per command type: memory.run, the local tool, memory.run under 8 clients."""
-    import numpy as np
-    from matplotlib.ticker import FormatStrFormatter
-
     c, by = r["config"], _latency(r)
-    labels = [label for label in LABELS if label in c["mix"]] + ["all commands"]
-    keys = ("sql", "local", "sql8")
+    commands = [label for label in LABELS if label in c["mix"]] + ["all"]
+    series = {
+        SIDES[k]: [by[k][cmd]["p50_ms"] for cmd in commands] for k in ("sql", "local", "sql8")
+    }
     fig, ax = plt.subplots(figsize=(11, 4.8))
-    width = 0.8 / len(keys)
-    x = np.arange(len(labels))
-    for i, key in enumerate(keys):
-        stats = [by[key, "all" if lb == "all commands" else lb]["p50_ms"] for lb in labels]
-        ax.bar(
-            x + i * width,
-            medians(stats),
-            width,
-            yerr=error_bars(stats),
-            capsize=2,
-            label=SIDES[key],
-        )
+    labels = [*commands[:-1], "all commands"]
+    grouped_bars(ax, labels, series, rotation=25, ha="right")
     ax.axhline(TARGET_MS, color="grey", linestyle="--", linewidth=1, label="1 ms target")
-    ax.set_xticks(x + width * (len(keys) - 1) / 2, labels, rotation=25, ha="right")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    log_scale(ax)
     ax.set_ylabel(f"p50 latency, ms (median of {c['rounds']} rounds, min..max)")
     ax.set_title(f"Memory-tool commands, {c['commands']:,}-command trace")
     ax.grid(True, axis="y", which="both", alpha=0.3)

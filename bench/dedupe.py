@@ -21,12 +21,16 @@ from bench._common import (
     database,
     error_bars,
     fill,
+    grouped_bars,
+    index,
     locomo_turns,
+    log_scale,
     medians,
     new_result,
     options,
     run_together,
     save,
+    section,
     spread,
     stat,
     table,
@@ -53,13 +57,13 @@ facts/s: median of {repeat} (min..max). Speed-up: save_facts' rate over the meth
 
 {concurrent}
 
-![save_facts against client-side loops, and {writers} writers](../bench/results/dedupe{quick}.png)
+![save_facts against client-side loops, and {writers} writers](../bench/results/{name}.png)
 
 Writers of one namespace serialize on its lock, so 8 writers saving the same 100 facts store each once; the few refusals among 800 distinct turns are real near-duplicates at cosine ≥ the threshold (in one namespace more turns meet each other).
 
 What bounds the speed-up: both save_facts and the loop pay, per fact, the nearest-neighbour check and the insert with its HNSW and GIN entries; the loop adds two round trips per fact, a commit (a WAL flush) per insert and `search_facts`' per-call work (namespace resolution, option parsing, the query's lexemes, a 40-deep list for k = 1). That overhead is fixed while the check grows with the namespace, so the speed-up shrinks as the namespace grows: {speedups}.
 {slower}
-Reproduce: `.venv/bin/python -m bench.dedupe{reproduce}` (`--repeat N`)."""
+Reproduce: `.venv/bin/python -m bench.dedupe{quick}` (`--repeat N`)."""
 SLOWER = """
 The plain SQL loop beats save_facts at {slower}: its top-1 query walks the HNSW index with pgvector's defaults (`hnsw.ef_search` 40, no iterative scan), where save_facts' check is an exact scan up to `exact_search_max_rows` (2,000 facts) and an HNSW scan with `ef_search` 400 above it, so that it does not miss a near-duplicate; a filtered HNSW scan with pgvector's defaults can miss the nearest fact or return no row at all (bench/search.py).
 """
@@ -273,11 +277,7 @@ def main() -> None:
 
 
 def _single(r: Result) -> dict[int, dict[str, Row]]:
-    """{prefill: {method: row}}."""
-    out: dict[int, dict[str, Row]] = {}
-    for row in r["tables"]["single"]:
-        out.setdefault(row["prefill"], {})[row["method"]] = row
-    return out
+    return index(r["tables"]["single"], "prefill", "method")
 
 
 def targets(r: Result) -> list[dict[str, Any]]:
@@ -335,39 +335,26 @@ def markdown(r: Result) -> str:
         for p, by in single.items()
         if (x := by[PLAIN_LOOP]["speedup"]["median"]) < 1
     ]
-    return fill(
+    return section(
         SECTION,
-        c,
+        r,
         writers=WRITERS,
         single=table(headers, rows),
         concurrent=table(["scenario", "facts/s", "stored"], conc),
-        quick="-quick" if r["quick"] else "",
         speedups=", ".join(speedups),
         slower=fill(SLOWER, slower=", ".join(slower)) if slower else "",
-        reproduce=" --quick" if r["quick"] else "",
     )
 
 
 def figure(plt: Any, r: Result) -> Any:
     """facts/s by method and namespace size, and the concurrent scenarios."""
-    from matplotlib.ticker import FormatStrFormatter
-
     single = _single(r)
     prefills = list(single)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 2]})
-    width = 0.8 / len(METHODS)
-    for i, m in enumerate(METHODS):
-        stats = [single[p][m]["facts_per_s"] for p in prefills]
-        xs = [j + i * width for j in range(len(prefills))]
-        ax.bar(xs, medians(stats), width, yerr=error_bars(stats), capsize=2, label=m)
-    ax.set_xticks(
-        [j + width * (len(METHODS) - 1) / 2 for j in range(len(prefills))],
-        [f"{p:,} facts" for p in prefills],
-    )
+    series = {m: [single[p][m]["facts_per_s"] for p in prefills] for m in METHODS}
+    grouped_bars(ax, [f"{p:,} facts" for p in prefills], series)
     ax.set_xlabel("facts already in the namespace")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    log_scale(ax)
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_ylabel("facts/s (median, min..max; log scale)")
     ax.set_title(f"One writer, {r['config']['batch']} facts")
