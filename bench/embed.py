@@ -26,6 +26,7 @@ from bench._common import (
     new_result,
     options,
     save,
+    section,
     spread,
     stat,
     table,
@@ -337,15 +338,13 @@ def markdown(r: Result) -> str:
         for row in r["tables"]["raw"]
     ]
     write, floor = p["write_ms"]["median"], p["write_floor_ms"]["median"]
-    return fill(
+    return section(
         SECTION,
-        r["config"],
+        r,
         p,
         raw=table(["onnxruntime threads", "sentences/s, median", "min..max", "model load, s"], raw),
         pipeline=pipeline_table(p),
         breakdown=breakdown_table(p),
-        quick=" --quick" if r["quick"] else "",
-        name="embed-quick" if r["quick"] else "embed",
         write=write,
         floor=floor,
         transport=max(write - floor, 0),

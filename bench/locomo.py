@@ -29,12 +29,15 @@ from bench._common import (
     Row,
     create_database,
     embedded_server,
+    error_bars,
     fill,
     locomo_sessions,
+    medians,
     new_result,
     options,
     percentile,
     save,
+    section,
     server_versions,
     stat,
     table,
@@ -663,9 +666,9 @@ def markdown(r: Result) -> str:
         h, x = rec["hybrid"][f"R@{k}"], rec["text-only"][f"R@{k}"]
         if (h["min"] <= x["max"] and x["min"] <= h["max"]) or h["median"] <= x["median"]:
             notes.append(f"R@{k} ({_cell(h)} vs {_cell(x)})")
-    return fill(
+    return section(
         SECTION,
-        c,
+        r,
         conversations=len(indexing),
         dash=DASH,
         fix="".join(f"; {f}" for f in fix),
@@ -675,7 +678,6 @@ def markdown(r: Result) -> str:
         recall=recall_table(r),
         rows=ROWS[c["repeat"] > 1].format(repeat=c["repeat"]),
         categories=" / ".join(f"{n:,}" for n in c["questions_by_category"].values()),
-        name="locomo-quick" if r["quick"] else "locomo",
         latency=table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], latency),
         notes=fill(NOTES, notes=" and ".join(notes)) if notes else "",
         diagnosis=_diagnosis(r) if t.get("diagnosis") else "",
@@ -704,8 +706,7 @@ def figure(plt: Any, r: Result) -> Any:
     for i, k in enumerate(KS):
         vals = [row[f"R@{k}"] for row in rows]
         stats = [v if isinstance(v, dict) else {"median": v, "min": v, "max": v} for v in vals]
-        med = [s["median"] for s in stats]
-        err = [[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]]
+        med, err = medians(stats), error_bars(stats)
         xs = [j + (i - 1) * width for j in range(len(rows))]
         ax.bar(xs, med, width, yerr=err, capsize=2, label=f"R@{k}", color=colors[k])
         if k == 10:

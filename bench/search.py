@@ -30,11 +30,14 @@ from bench._common import (
     embedded_server,
     error_bars,
     fill,
+    grouped_bars,
     medians,
     new_result,
     options,
     percentile,
     save,
+    section,
+    server_settings,
     server_versions,
     spread,
     stat,
@@ -583,6 +586,17 @@ def measure(
     tables["ef_search"] = measure_ef_search(conn, corpus, rounds, max(20, queries // 4))
 
 
+def kept_load(dsn: str, signature: str) -> dict[str, float] | None:
+    """The load timings of an earlier --keep run, if its tables hold this corpus."""
+    try:
+        with psycopg.connect(dsn) as conn:
+            sql = "SELECT load FROM bench_corpus WHERE sig = %s"
+            row = conn.execute(sql, (signature,)).fetchone()
+    except psycopg.Error:  # no such database, or its load did not finish
+        return None
+    return row[0] if row else None
+
+
 def main() -> None:
     ap = options(__doc__, "100,000 facts over 5,000 users")
     ap.add_argument("--facts", type=int)
@@ -595,7 +609,6 @@ def main() -> None:
         help="keep the server and its loaded tables (bench-search-kept) and reuse them\n"
         "on the next --keep run with the same --facts/--users (skips the load)",
     )
-    ap.add_argument("--load-only", action="store_true", help="load (with --keep) and stop")
     args = ap.parse_args()
     n_facts = args.facts or (100_000 if args.quick else 1_000_000)
     n_users = args.users or (5_000 if args.quick else 20_000)
@@ -619,19 +632,7 @@ def main() -> None:
     env, tables = result["environment"], result["tables"]
     with embedded_server("search", keep=args.keep, settings=SERVER_SETTINGS) as srv:
         dbname = f"search_{n_facts}_{n_users}"
-        load_row = None
-        if args.keep:  # the tables of an earlier --keep run, if they hold this corpus
-            with psycopg.connect(srv.dsn(), autocommit=True) as conn:
-                found = conn.execute(
-                    "SELECT FROM pg_database WHERE datname = %s", (dbname,)
-                ).fetchone()
-            if found is not None:
-                with psycopg.connect(srv.dsn(dbname)) as conn:
-                    if conn.execute("SELECT to_regclass('public.bench_corpus')").fetchone()[0]:
-                        sig, load_row = conn.execute(
-                            "SELECT sig, load FROM bench_corpus"
-                        ).fetchone()
-                        load_row = load_row if sig == corpus.signature else None
+        load_row = kept_load(srv.dsn(dbname), corpus.signature) if args.keep else None
         dsn = srv.dsn(dbname) if load_row is not None else create_database(srv, dbname)
         env["versions"] = server_versions(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -640,7 +641,7 @@ def main() -> None:
             # settings each measurement makes (enable_sort, hnsw.*).
             conn.prepare_threshold = None
             names = ("shared_buffers", "work_mem", "effective_cache_size", "jit")
-            env["server_settings"] = {k: conn.execute(f"SHOW {k}").fetchone()[0] for k in names}
+            env["server_settings"] = server_settings(dsn, names)
             if load_row is not None:
                 print(f"reusing the loaded tables of {dbname} (--keep)")
                 conn.execute("SELECT memory.configure('exact_search_max_rows', NULL)")
@@ -661,8 +662,6 @@ def main() -> None:
                     "FROM unnest(ARRAY['memory.facts', 'store', 'store_vectors']) t"
                 ).fetchall()
             ]
-            if args.load_only:
-                return
             measure(result, conn, dsn, corpus, args.queries)
     save(result, args.out)
 
@@ -807,9 +806,9 @@ def markdown(r: Result) -> str:
     ef_rows = [
         (m["ef_search"], spread(m["p50_ms"]), f"{m['recall_at_10']:.3f}") for m in t["ef_search"]
     ]
-    return fill(
+    return section(
         SECTION,
-        c,
+        r,
         c["layout"],
         env["server_settings"],
         t["plain_as_written"][0],
@@ -819,10 +818,8 @@ def markdown(r: Result) -> str:
         sizes=", ".join(f"`{x['table']}` {x['size']}" for x in t["table_sizes"]),
         groups=group_table(r),
         huge=_huge_note(r),
-        name="search-quick" if r["quick"] else "search",
         ladder=ladder_table(r),
         ef=table(["hnsw.ef_search", "p50 ms", "recall@10"], ef_rows),
-        quick=" --quick" if r["quick"] else "",
     )
 
 
@@ -858,30 +855,14 @@ def methods(plt: Any, r: Result) -> Any:
     """p50 latency and recall@10 by namespace group, every method side by side."""
     g = _groups(r)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    width = 0.8 / len(METHODS)
-    x = np.arange(len(g))
+    width = grouped_bars(ax1, list(g), {m: [by[m]["p50_ms"] for by in g.values()] for m in METHODS})
     for i, m in enumerate(METHODS):
-        stats = [by[m]["p50_ms"] for by in g.values()]
-        color = f"C{i}"  # one color per method in both panels
-        ax1.bar(
-            x + i * width,
-            medians(stats),
-            width,
-            yerr=error_bars(stats),
-            label=m,
-            capsize=2,
-            color=color,
-        )
-        if m in VECTOR_METHODS:
-            ax2.bar(
-                x + i * width,
-                [by[m]["recall_at_10"] for by in g.values()],
-                width,
-                label=m,
-                color=color,
-            )
+        if m in VECTOR_METHODS:  # in the color of its latency bars
+            xs = [j + i * width for j in range(len(g))]
+            recall = [by[m]["recall_at_10"] for by in g.values()]
+            ax2.bar(xs, recall, width, label=m, color=f"C{i}")
+    ax2.set_xticks(ax1.get_xticks(), list(g))
     for ax in (ax1, ax2):
-        ax.set_xticks(x + 0.4 - width / 2, list(g))
         ax.grid(True, axis="y", alpha=0.3)
     ax1.set_yscale("log")
     ax1.set_ylabel("p50 latency, ms (median of rounds, min..max)")

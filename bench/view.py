@@ -22,6 +22,7 @@ from bench._common import (
     create_database,
     embedded_server,
     fill,
+    index,
     new_result,
     options,
     save,
@@ -162,10 +163,7 @@ def main() -> None:
 
 
 def _views(r: Result) -> dict[str, dict[int, dict[str, Any]]]:
-    out: dict[str, dict[int, dict[str, Any]]] = {}
-    for row in r["tables"]["views"]:
-        out.setdefault(row["view"], {})[row["lines"]] = row
-    return out
+    return index(r["tables"]["views"], "view", "lines")
 
 
 def _marginal(r: Result, view: str, side: str) -> list[float]:
