@@ -5,7 +5,6 @@ database against what every client was told; throughput and latency per operatio
     .venv/bin/python -m bench.load                  # 10 minutes on a fresh embedded server
     .venv/bin/python -m bench.load --quick          # 1 minute
     .venv/bin/python -m bench.load --seconds 120    # any length
-    .venv/bin/python -m bench.load --dsn postgresql://...   # any server with the extension
 
 Nothing is timed against a target: the exit status is 1 when a call failed
 unexpectedly or the integrity check found a problem.
@@ -14,9 +13,8 @@ unexpectedly or the integrity check found a problem.
 from __future__ import annotations
 
 import sys
-from contextlib import nullcontext
 
-from bench._common import Result, database, new_result, options, save, server_versions, table
+from bench._common import Result, database, new_result, options, save, table
 from tests.load_harness import Config, Load
 
 
@@ -24,7 +22,6 @@ def main() -> int:
     ap = options(__doc__, "1 minute instead of 10")
     ap.add_argument("--seconds", type=float, help="how long the clients run (default 600)")
     ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--dsn", help="a database with the extension (default: embedded server)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     seconds = args.seconds or (60.0 if args.quick else 600.0)
@@ -37,9 +34,7 @@ def main() -> int:
         embed_workers=config.embed_workers,
         seed=args.seed,
     )
-    server = nullcontext(args.dsn) if args.dsn else database(result, "load", config.dimensions)
-    with server as dsn:
-        result["environment"]["versions"] = server_versions(dsn)
+    with database(result, "load", config.dimensions) as dsn:
         load = Load(dsn, config)
         load.prepare()
         print(f"running {config.clients} clients for {config.seconds:.0f} s ...", flush=True)

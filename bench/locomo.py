@@ -257,26 +257,19 @@ def search(
     vector: np.ndarray | None,
     k: int,
     options: dict | None,
+    messages: bool = False,
 ) -> list[str]:
+    """memory.search_facts in the conversation's namespace, or with `messages`
+    memory.search_messages as the conversation's user (message ids are the dia_ids)."""
     vec = None if vector is None else vector_literal(vector)
-    params = (ORG, question, vec, json.dumps(conv.ns), k, json.dumps(options or {}))
-    return [str(r[0]) for r in conn.execute(SEARCH, params).fetchall()]
-
-
-def search_messages(
-    uconn: psycopg.Connection,
-    conv: Conversation,
-    question: str,
-    vector: np.ndarray | None,
-    k: int,
-    options: dict | None,
-) -> list[str]:
-    """memory.search_messages as the conversation's user; message ids are the dia_ids."""
-    claims = json.dumps({"sub": conv.user, "role": "authenticated"})
-    uconn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
-    vec = None if vector is None else vector_literal(vector)
-    params = (ORG, question, vec, k, json.dumps(options or {}))
-    return [str(r[0]) for r in uconn.execute(SEARCH_MESSAGES, params).fetchall()]
+    opts = json.dumps(options or {})
+    if messages:
+        claims = json.dumps({"sub": conv.user, "role": "authenticated"})
+        conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
+        params: tuple = (ORG, question, vec, k, opts)
+    else:
+        params = (ORG, question, vec, json.dumps(conv.ns), k, opts)
+    return [str(r[0]) for r in conn.execute(SEARCH_MESSAGES if messages else SEARCH, params)]
 
 
 def recall(ranked: list[str], gold: set[str]) -> Hits:
@@ -333,12 +326,10 @@ def evaluate(
         for qi, q in enumerate(c.questions):
             for mode, opts in [*MODES.items(), *MESSAGE_MODES.items()]:
                 vec = None if opts is None else q_vecs[c.name][qi]
-                if mode in MESSAGE_MODES:  # as the conversation's user; ids are the dia_ids
-                    ranked, seconds = timed(search_messages, uconn, c, q["question"], vec, 10, opts)
-                    gold = set(q["evidence"])
-                else:
-                    ranked, seconds = timed(search, conn, c, q["question"], vec, 10, opts)
-                    gold = c.gold(q)
+                on = mode in MESSAGE_MODES
+                args = (uconn if on else conn, c, q["question"], vec, 10, opts, on)
+                ranked, seconds = timed(search, *args)
+                gold = set(q["evidence"]) if on else c.gold(q)
                 latencies[mode].append(seconds)
                 add(mode, q, recall(ranked, gold))
             if bm25 is None:

@@ -5,7 +5,7 @@ Each bench module has `markdown(result) -> str` (its section) and
 `bench/results/<name>.json` (with --quick `<name>-quick.json`; without it the
 full file, else the quick one, saying so) and writes the page: the machine and
 versions of each run, the targets table, then every section. A module whose
-results or functions are missing gets a "not run" section.
+results are missing, or that does not import, gets a "not run" section.
 
     .venv/bin/python -m bench.report [--quick]
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -158,29 +157,16 @@ def main() -> None:
             sections.append(f"{header}\n\nNot run: {note}.")
             continue
         loaded[name] = (result, filename)
-        try:
-            text = module.markdown(result).strip()
-        except Exception:
-            traceback.print_exc()
-            text = (
-                f"{header}\n\nNot rendered: `markdown()` failed on `{filename}` "
-                "(written by an older version of the bench?): rerun it."
-            )
+        text = module.markdown(result).strip()
         if note:
             first, _, rest = text.partition("\n")
             text = f"{first}\n\n*{note}.*\n{rest}"
         sections.append(text)
         heading = text.partition("\n")[0].lstrip("# ")
         link = f"[{name}](#{_anchor(heading)})"
-        try:
-            for t in module.targets(result):
-                cells = (_cell(t["target"]), _cell(t["measured"]), "✅" if t["met"] else "❌", link)
-                target_rows.append("| " + " | ".join(cells) + " |")
-        except Exception:
-            traceback.print_exc()
-            target_rows.append(
-                f"| (bench/{name}.py targets) | `targets()` failed on `{filename}` |  | {name} |"
-            )
+        for t in module.targets(result):
+            cells = (_cell(t["target"]), _cell(t["measured"]), "✅" if t["met"] else "❌", link)
+            target_rows.append("| " + " | ".join(cells) + " |")
     target_rows += [
         f"| bench/{name}.py | not run | | {name} |" for name in MODULES if name not in loaded
     ]

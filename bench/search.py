@@ -88,16 +88,13 @@ NOISE = 0.6
 ZIPF_S = 1.0
 K = 10
 LADDER = (200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
-# Server settings for the run: shared_buffers large enough to hold the indexes
-# (pgvector's advice); everything else as the embedded server ships it.
 SERVER_SETTINGS = {"shared_buffers": "6GB"}
 SEARCH_SETTINGS = {  # what memory.search_facts sets for itself (70_search.sql)
     "hnsw.iterative_scan": "relaxed_order",
     "hnsw.ef_search": "800",
     "hnsw.max_scan_tuples": "100000",
 }
-# The HNSW branch with the index forced: a sort disabled leaves the btree + sort
-# plan out, so the planner walks the HNSW index (checked with EXPLAIN).
+# The HNSW index forced: with sorts off the planner walks it (checked with EXPLAIN).
 FORCE_HNSW = {**SEARCH_SETTINGS, "enable_sort": "off", "enable_seqscan": "off"}
 
 EXACT = """
@@ -114,14 +111,11 @@ HNSW = """
     ORDER BY embedding <=> %(q)s
     LIMIT %(k)s
 """
-# The query a developer writes, run with pgvector's defaults. `forgotten_at IS NULL`
-# lets it use the partial HNSW index; without it (PLAIN_AS_WRITTEN) the planner
-# can only scan the table.
+# The query a developer writes (SECTION: with and without `forgotten_at IS NULL`, and
+# on a table whose only index is the HNSW one).
 PLAIN = """
     SELECT id FROM memory.facts WHERE namespace_id = %(ns)s AND forgotten_at IS NULL
     ORDER BY embedding <=> %(q)s LIMIT 10"""
-# The same on a table whose only index is the HNSW one (the pgvector README's
-# setup): simulated here by a namespace filter no btree can serve.
 PLAIN_HNSW_ONLY = """
     SELECT id FROM memory.facts WHERE namespace_id::text = %(ns)s::text AND forgotten_at IS NULL
     ORDER BY embedding <=> %(q)s LIMIT 10"""
