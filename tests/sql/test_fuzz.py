@@ -51,7 +51,7 @@ from tests.conftest import SERVICE_LOGIN, USER_LOGIN
 from tests.support import SERVICE, Failure, Principal, user_claims
 
 # Every documented code and its SQLSTATE (docs/sql-reference.md#errors).
-SPEC_CODES = {
+DOCUMENTED_CODES = {
     "MEMORY_NOT_FOUND": "P0002",
     "MEMORY_NO_MATCH": "22023",
     "MEMORY_AMBIGUOUS": "22023",
@@ -589,8 +589,10 @@ class Arena:
             if known is not None:
                 KNOWN_HITS[known] += 1
                 return failure
-            assert failure.hint in SPEC_CODES, f"no SPEC code: {failure} for {query} {params}"
-            assert failure.sqlstate == SPEC_CODES[failure.hint], f"wrong SQLSTATE: {failure}"
+            assert failure.hint in DOCUMENTED_CODES, (
+                f"no documented code: {failure} for {query} {params}"
+            )
+            assert failure.sqlstate == DOCUMENTED_CODES[failure.hint], f"wrong SQLSTATE: {failure}"
             return failure
         self.outcomes["ok"] += 1
         self.current = self.snapshot()
@@ -1071,7 +1073,9 @@ def _known(name: str) -> pytest.MarkDecorator:
 
 def _refused(principal: Principal, query: str, *params: Any) -> Failure:
     failure = principal.fails(query, *params)
-    assert failure.hint in SPEC_CODES and failure.sqlstate == SPEC_CODES[failure.hint], failure
+    assert (
+        failure.hint in DOCUMENTED_CODES and failure.sqlstate == DOCUMENTED_CODES[failure.hint]
+    ), failure
     return failure
 
 
