@@ -22,6 +22,7 @@ PLAIN = [
     "tests/sql/test_core.py",
     "tests/sql/test_facts.py",
     "tests/sql/test_recall.py",
+    "tests/sql/test_capture.py",
     "tests/sql/test_documents.py",
     "tests/sql/test_access.py",
     "tests/sql/test_stats.py",

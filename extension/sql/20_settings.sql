@@ -15,7 +15,11 @@ AS $$
         'service_claim', 'service_role',
         'permissions.read', 'memory.read',
         'permissions.manage', 'memory.manage',
-        'permission_check', 'memory.has_permission(uuid,uuid,text)'
+        'permission_check', 'memory.has_permission(uuid,uuid,text)',
+        'capture_idle_seconds', 0,
+        'capture_lease_seconds', 300,
+        'capture_max_attempts', 3,
+        'capture_refuse_secrets', true
     )
 $$;
 
@@ -78,6 +82,25 @@ BEGIN
         IF NOT memory._is_integer(value, 0, 100000000) THEN
             PERFORM memory._fail('MEMORY_INVALID',
                 'setting exact_search_max_rows must be an integer between 0 and 100000000');
+        END IF;
+    WHEN key = 'capture_idle_seconds' THEN
+        IF NOT memory._is_integer(value, 0, 31536000) THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                'setting capture_idle_seconds must be an integer between 0 and 31536000');
+        END IF;
+    WHEN key = 'capture_lease_seconds' THEN
+        IF NOT memory._is_integer(value, 1, 86400) THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                'setting capture_lease_seconds must be an integer between 1 and 86400');
+        END IF;
+    WHEN key = 'capture_max_attempts' THEN
+        IF NOT memory._is_integer(value, 1, 1000) THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                'setting capture_max_attempts must be an integer between 1 and 1000');
+        END IF;
+    WHEN key = 'capture_refuse_secrets' THEN
+        IF jsonb_typeof(value) <> 'boolean' THEN
+            PERFORM memory._fail('MEMORY_INVALID', 'setting capture_refuse_secrets must be a boolean');
         END IF;
     WHEN key = 'dedupe_threshold' THEN
         IF jsonb_typeof(value) <> 'number' OR value::numeric <= 0 OR value::numeric > 1 THEN

@@ -65,6 +65,10 @@ BEGIN
         embedding_model = CASE WHEN excluded.embedding IS NOT NULL THEN excluded.embedding_model
                                WHEN m.content_hash = excluded.content_hash THEN m.embedding_model END,
         lease_until = NULL;
+    -- The chat is pending capture (a failed one stays parked until retry_captures).
+    INSERT INTO memory.captures AS c (organization_id, namespace_id, chat_id, owner_id)
+    VALUES (org, owner.id, message ->> 'chat_id', owner.owner_id)
+    ON CONFLICT ON CONSTRAINT captures_pkey DO UPDATE SET indexed_at = now();
     RETURN true;
 END
 $$;
@@ -121,6 +125,9 @@ BEGIN
     WHERE m.organization_id = org AND m.chat_id = delete_chat.chat_id
       AND (who.service OR m.namespace_id = own);
     GET DIAGNOSTICS deleted = ROW_COUNT;
+    DELETE FROM memory.captures c
+    WHERE c.organization_id = org AND c.chat_id = delete_chat.chat_id
+      AND (who.service OR c.namespace_id = own);
     RETURN deleted;
 END
 $$;

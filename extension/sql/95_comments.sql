@@ -65,6 +65,17 @@ COMMENT ON FUNCTION memory.document_list(text, text) IS
 COMMENT ON FUNCTION memory.purge_documents() IS
     'Service only: delete expired documents; returns how many.';
 
+COMMENT ON FUNCTION memory.pending_captures(integer, integer) IS
+    'Service only: lease chats pending capture with their new messages and the context before them.';
+COMMENT ON FUNCTION memory.capture_facts(uuid, jsonb, text) IS
+    'Service only: apply a model''s add/supersede/forget operations on a leased capture and move the chat''s watermark.';
+COMMENT ON FUNCTION memory.fail_capture(uuid, text) IS
+    'Service only: give a capture lease back after a failed attempt; parks the chat after capture_max_attempts.';
+COMMENT ON FUNCTION memory.retry_captures(uuid, text) IS
+    'Service only: put parked (failed) chats of org back in the capture queue; returns how many.';
+COMMENT ON FUNCTION memory.capture_status(uuid, text) IS
+    'Service only: where each chat of org stands in the capture queue.';
+
 COMMENT ON FUNCTION memory.erase_user(uuid, uuid) IS
     'Service only: delete every file, fact, message and permission of a user in org; returns counts.';
 COMMENT ON FUNCTION memory.export(uuid, jsonb) IS

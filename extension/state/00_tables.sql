@@ -166,3 +166,34 @@ CREATE TABLE memory.documents (
 CREATE INDEX documents_expiry_idx ON memory.documents (expires_at) WHERE expires_at IS NOT NULL;
 ALTER TABLE memory.documents ENABLE ROW LEVEL SECURITY;
 SELECT pg_catalog.pg_extension_config_dump('memory.documents', '');
+
+-- Capture: one row per chat of an owner whose messages are captured into
+-- facts (memory.pending_captures). The watermark is the last captured
+-- message (created_at, id); the messages after it are pending. A lease hands
+-- the chat to one worker (capture_id) up to lease_through, the last message
+-- it was given.
+CREATE TABLE memory.captures (
+    organization_id uuid NOT NULL,
+    namespace_id uuid NOT NULL,
+    chat_id text NOT NULL CHECK (chat_id <> '' AND octet_length(chat_id) <= 1024),
+    owner_id uuid NOT NULL,
+    watermark_at timestamptz,
+    watermark_id uuid,
+    status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'failed')),
+    attempts int NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    last_error text,
+    lease_until timestamptz,
+    capture_id uuid,
+    lease_through_at timestamptz,
+    lease_through_id uuid,
+    indexed_at timestamptz NOT NULL DEFAULT now(),  -- the chat's last indexed message: idle since
+    captured_at timestamptz,
+    PRIMARY KEY (organization_id, namespace_id, chat_id),
+    CHECK ((watermark_at IS NULL) = (watermark_id IS NULL)),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+CREATE INDEX captures_pending_idx ON memory.captures (indexed_at) WHERE status = 'pending';
+CREATE INDEX captures_lease_idx ON memory.captures (capture_id) WHERE capture_id IS NOT NULL;
+ALTER TABLE memory.captures ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('memory.captures', '');

@@ -18,12 +18,13 @@ DISTRIBUTION = {
     "permissions": "organization_id",
     "facts": "organization_id",
     "messages": "organization_id",
+    "captures": "organization_id",
     "documents": "scope_hash",  # the digest of scope_key
     "settings": None,
 }
 
 # Public functions that are not about one organization: settings, the embedding
-# pipeline (a background worker's batches span organizations) and documents
+# and capture pipelines (a background worker's batches span organizations) and documents
 # (keyed by scope_key).
 CROSS_ORGANIZATION = {
     "configure",
@@ -32,6 +33,9 @@ CROSS_ORGANIZATION = {
     "embedding_status",
     "pending_embeddings",
     "set_memory_embeddings",
+    "pending_captures",
+    "fail_capture",
+    "capture_facts",
     "document_read",
     "document_write",
     "document_delete",

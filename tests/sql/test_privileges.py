@@ -82,6 +82,7 @@ def test_no_table_is_reachable_by_other_roles(db):
         ).fetchall()
     ]
     assert tables == [
+        "captures",
         "documents",
         "facts",
         "files",

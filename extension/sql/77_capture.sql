@@ -1,0 +1,324 @@
+-- Capture: the queue of chats whose new messages wait to be turned into
+-- facts, built like the pending-embeddings pipeline. index_message marks a
+-- chat pending; a worker leases it (pending_captures), asks a model and
+-- either applies the answer or gives the lease back (fail_capture). All
+-- service only.
+
+-- A chat's messages as handed to a worker: [{id, role, content, created_at}], oldest first.
+CREATE OR REPLACE FUNCTION memory._capture_messages(org uuid, namespace_id uuid, chat_id text,
+                                                    after_at timestamptz, after_id uuid, up_to int)
+RETURNS TABLE (messages jsonb, last_at timestamptz, last_id uuid)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH batch AS (
+        SELECT m.message_id, m.role, m.content, m.created_at, m.id FROM memory.messages m
+        WHERE m.organization_id = $1 AND m.namespace_id = $2 AND m.chat_id = $3
+          AND ($4 IS NULL OR (m.created_at, m.id) > ($4, $5))
+        ORDER BY m.created_at, m.id
+        LIMIT $6)
+    SELECT coalesce(jsonb_agg(jsonb_build_object('id', b.message_id, 'role', b.role, 'content', b.content,
+                                                 'created_at', b.created_at) ORDER BY b.created_at, b.id), '[]'),
+           (array_agg(b.created_at ORDER BY b.created_at DESC, b.id DESC))[1],
+           (array_agg(b.id ORDER BY b.created_at DESC, b.id DESC))[1]
+    FROM batch b
+$$;
+
+-- Up to 10 messages of the chat at or before the watermark, oldest first.
+CREATE OR REPLACE FUNCTION memory._capture_context(org uuid, namespace_id uuid, chat_id text,
+                                                   before_at timestamptz, before_id uuid)
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object('id', b.message_id, 'role', b.role, 'content', b.content,
+                                                 'created_at', b.created_at) ORDER BY b.created_at, b.id), '[]')
+    FROM (SELECT m.message_id, m.role, m.content, m.created_at, m.id FROM memory.messages m
+          WHERE $4 IS NOT NULL AND m.organization_id = $1 AND m.namespace_id = $2 AND m.chat_id = $3
+            AND (m.created_at, m.id) <= ($4, $5)
+          ORDER BY m.created_at DESC, m.id DESC
+          LIMIT 10) b
+$$;
+
+-- How many messages of a chat are after its watermark.
+CREATE OR REPLACE FUNCTION memory._capture_pending_count(c memory.captures) RETURNS int
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT count(*)::int FROM memory.messages m
+    WHERE m.organization_id = c.organization_id AND m.namespace_id = c.namespace_id AND m.chat_id = c.chat_id
+      AND (c.watermark_at IS NULL OR (m.created_at, m.id) > (c.watermark_at, c.watermark_id))
+$$;
+
+-- Leases up to `max` chats that are pending capture and idle for setting
+-- capture_idle_seconds, each for setting capture_lease_seconds, so that
+-- concurrent workers never get the same chat (service only).
+CREATE OR REPLACE FUNCTION memory.pending_captures(max int DEFAULT 10, max_messages int DEFAULT 50)
+RETURNS TABLE (capture_id uuid, org uuid, owner_id uuid, chat_id text, messages jsonb, context jsonb)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    idle interval;
+    lease interval;
+    c record;
+    batch record;
+BEGIN
+    PERFORM memory._require_service();
+    IF max IS NULL OR max < 1 OR max > 1000 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'max must be between 1 and 1000');
+    END IF;
+    IF max_messages IS NULL OR max_messages < 1 OR max_messages > 1000 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'max_messages must be between 1 and 1000');
+    END IF;
+    idle := make_interval(secs => memory._setting_int('capture_idle_seconds'));
+    lease := make_interval(secs => memory._setting_int('capture_lease_seconds'));
+    FOR c IN
+        SELECT k.organization_id, k.namespace_id, k.chat_id, k.owner_id, k.watermark_at, k.watermark_id
+        FROM memory.captures k
+        WHERE k.status = 'pending'
+          AND (k.lease_until IS NULL OR k.lease_until < clock_timestamp())
+          AND k.indexed_at <= clock_timestamp() - idle
+          AND EXISTS (SELECT FROM memory.messages m
+                      WHERE m.organization_id = k.organization_id AND m.namespace_id = k.namespace_id
+                        AND m.chat_id = k.chat_id
+                        AND (k.watermark_at IS NULL OR (m.created_at, m.id) > (k.watermark_at, k.watermark_id)))
+        ORDER BY k.indexed_at, k.organization_id, k.namespace_id, k.chat_id
+        LIMIT max
+        FOR UPDATE OF k SKIP LOCKED
+    LOOP
+        SELECT * INTO batch FROM memory._capture_messages(c.organization_id, c.namespace_id, c.chat_id,
+                                                          c.watermark_at, c.watermark_id, max_messages);
+        capture_id := gen_random_uuid();
+        UPDATE memory.captures k
+        SET capture_id = pending_captures.capture_id, lease_until = clock_timestamp() + lease,
+            lease_through_at = batch.last_at, lease_through_id = batch.last_id
+        WHERE k.organization_id = c.organization_id AND k.namespace_id = c.namespace_id AND k.chat_id = c.chat_id;
+        org := c.organization_id;
+        owner_id := c.owner_id;
+        chat_id := c.chat_id;
+        messages := batch.messages;
+        context := memory._capture_context(c.organization_id, c.namespace_id, c.chat_id,
+                                           c.watermark_at, c.watermark_id);
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Gives a lease back after a failed attempt and counts it (service only);
+-- after setting capture_max_attempts the chat is parked until
+-- retry_captures. False when the lease is no longer held.
+CREATE OR REPLACE FUNCTION memory.fail_capture(capture_id uuid, error text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    max_attempts int;
+    released int;
+BEGIN
+    PERFORM memory._require_service();
+    IF capture_id IS NULL THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'a capture id is required');
+    END IF;
+    max_attempts := memory._setting_int('capture_max_attempts');
+    UPDATE memory.captures k
+    SET attempts = k.attempts + 1, last_error = left(coalesce(error, ''), 4000),
+        status = CASE WHEN k.attempts + 1 >= max_attempts THEN 'failed' ELSE 'pending' END,
+        capture_id = NULL, lease_until = NULL, lease_through_at = NULL, lease_through_id = NULL
+    WHERE k.capture_id = fail_capture.capture_id;
+    GET DIAGNOSTICS released = ROW_COUNT;
+    RETURN released > 0;
+END
+$$;
+
+-- Puts parked (failed) chats of an organization back in the queue, with
+-- their attempts reset (service only); returns how many.
+CREATE OR REPLACE FUNCTION memory.retry_captures(org uuid, chat_id text DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    retried int;
+BEGIN
+    PERFORM memory._require_service();
+    IF org IS NULL THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'an organization id is required');
+    END IF;
+    UPDATE memory.captures k
+    SET status = 'pending', attempts = 0, last_error = NULL
+    WHERE k.organization_id = org AND k.status = 'failed'
+      AND (retry_captures.chat_id IS NULL OR k.chat_id = retry_captures.chat_id);
+    GET DIAGNOSTICS retried = ROW_COUNT;
+    RETURN retried;
+END
+$$;
+
+-- Where each chat of an organization stands in the queue (service only).
+-- SQL, not PL/pgSQL: the argument chat_id and the result column chat_id share a name.
+CREATE OR REPLACE FUNCTION memory.capture_status(org uuid, chat_id text DEFAULT NULL)
+RETURNS TABLE (chat_id text, owner_id uuid, pending_messages int, attempts int, status text,
+               last_error text, captured_at timestamptz)
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memory._require_service();
+    SELECT memory._fail('MEMORY_INVALID', 'an organization id is required') WHERE $1 IS NULL;
+    SELECT k.chat_id, k.owner_id, p.n, k.attempts,
+           CASE WHEN k.status = 'failed' THEN 'failed'
+                WHEN k.lease_until >= clock_timestamp() THEN 'leased'
+                WHEN p.n > 0 THEN 'pending'
+                ELSE 'captured' END,
+           k.last_error, k.captured_at
+    FROM memory.captures k
+    CROSS JOIN LATERAL (SELECT memory._capture_pending_count(k) AS n) p
+    WHERE k.organization_id = $1 AND ($2 IS NULL OR k.chat_id = $2)
+    ORDER BY k.chat_id, k.owner_id;
+$$;
+
+-- Luhn's check of a string of digits (card numbers).
+CREATE OR REPLACE FUNCTION memory._luhn(digits text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT sum(CASE WHEN x.i % 2 = 0 THEN (CASE WHEN x.d * 2 > 9 THEN x.d * 2 - 9 ELSE x.d * 2 END)
+                    ELSE x.d END) % 10 = 0
+    FROM (SELECT substr(reverse($1), i, 1)::int AS d, i FROM generate_series(1, length($1)) i) x
+$$;
+
+-- Whether a text looks like it holds a secret (docs/sql-reference.md lists the patterns).
+CREATE OR REPLACE FUNCTION memory._looks_secret(content text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT $1 ~ '-----BEGIN [A-Z0-9 ]*PRIVATE KEY'                                   -- private keys
+        OR $1 ~ 'eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}'         -- JWTs
+        OR $1 ~ '\msk-[A-Za-z0-9_-]{20,}'                                             -- OpenAI, Anthropic
+        OR $1 ~ '\m(AKIA|ASIA)[0-9A-Z]{16}\M'                                         -- AWS access keys
+        OR $1 ~ '\mgh[pousr]_[A-Za-z0-9]{36,}'                                        -- GitHub
+        OR $1 ~ '\mgithub_pat_[A-Za-z0-9_]{22,}'
+        OR $1 ~ '\mxox[abprs]-[A-Za-z0-9-]{10,}'                                      -- Slack
+        OR $1 ~ '\mAIza[0-9A-Za-z_-]{35}'                                             -- Google
+        OR $1 ~ '\m[spr]k_(live|test)_[A-Za-z0-9]{16,}'                               -- Stripe
+        OR $1 ~* '\m(password|passwd|passphrase|pwd)\s*[:=]\s*\S'                     -- password: …
+        OR EXISTS (SELECT FROM regexp_matches($1, '(?:\d[ -]?){12,18}\d', 'g') m(found)
+                   WHERE memory._luhn(regexp_replace(m.found[1], '[ -]', '', 'g')))   -- card numbers
+$$;
+
+-- Applies a model's decisions on a leased capture in one transaction and
+-- moves the chat's watermark past the leased messages (service only).
+CREATE OR REPLACE FUNCTION memory.capture_facts(capture_id uuid, operations jsonb, model text DEFAULT NULL)
+RETURNS TABLE (ord int, op text, id uuid, fact_id uuid, status text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c memory.captures;
+    target memory.namespaces;
+    refuse boolean;
+    item record;
+    vecs @extschema:vector@.vector[] := '{}';
+    kind text;
+    source jsonb;
+    saved record;
+    old_id uuid;
+BEGIN
+    PERFORM memory._require_service();
+    IF capture_id IS NULL THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'a capture id is required');
+    END IF;
+    SELECT k.* INTO c FROM memory.captures k WHERE k.capture_id = capture_facts.capture_id FOR UPDATE;
+    IF c.capture_id IS NULL OR c.lease_until < clock_timestamp() THEN
+        PERFORM memory._fail('MEMORY_CONFLICT',
+            format('capture %s holds no lease: it was lost or already applied', capture_id));
+    END IF;
+    IF jsonb_typeof(operations) IS DISTINCT FROM 'array' OR jsonb_array_length(operations) > 1000 THEN
+        PERFORM memory._fail('MEMORY_INVALID', 'operations must be a JSON array of at most 1000 operations');
+    END IF;
+    -- Validate every operation before applying any.
+    FOR item IN SELECT o.value AS o, o.n::int AS n FROM jsonb_array_elements(operations) WITH ORDINALITY o(value, n) LOOP
+        IF jsonb_typeof(item.o) <> 'object' OR item.o ->> 'op' IS NULL
+           OR item.o ->> 'op' NOT IN ('add', 'supersede', 'forget') THEN
+            PERFORM memory._fail('MEMORY_INVALID',
+                format('operation %s must be an object with "op" add, supersede or forget', item.n));
+        END IF;
+        IF item.o ->> 'op' IN ('add', 'supersede') THEN
+            IF jsonb_typeof(item.o -> 'content') IS DISTINCT FROM 'string' THEN
+                PERFORM memory._fail('MEMORY_INVALID', format('operation %s needs a "content" string', item.n));
+            END IF;
+            PERFORM memory._check_fact_text(item.o ->> 'content');
+            vecs[item.n] := CASE WHEN item.o -> 'embedding' <> 'null'::jsonb
+                                 THEN memory._embedding_json(item.o -> 'embedding') END;
+        END IF;
+        IF item.o ->> 'op' IN ('supersede', 'forget')
+           AND (jsonb_typeof(item.o -> 'fact_id') IS DISTINCT FROM 'string' OR NOT memory._is_uuid(item.o ->> 'fact_id')) THEN
+            PERFORM memory._fail('MEMORY_INVALID', format('operation %s needs a "fact_id" uuid', item.n));
+        END IF;
+    END LOOP;
+    SELECT n.* INTO target FROM memory.namespaces n
+    WHERE n.organization_id = c.organization_id AND n.id = c.namespace_id;
+    refuse := (memory.setting('capture_refuse_secrets'))::boolean;
+    source := jsonb_build_object(
+        'chat_id', c.chat_id,
+        'message_ids', coalesce((SELECT jsonb_agg(m.message_id ORDER BY m.created_at, m.id) FROM memory.messages m
+                                 WHERE m.organization_id = c.organization_id AND m.namespace_id = c.namespace_id
+                                   AND m.chat_id = c.chat_id
+                                   AND (c.watermark_at IS NULL OR (m.created_at, m.id) > (c.watermark_at, c.watermark_id))
+                                   AND (m.created_at, m.id) <= (c.lease_through_at, c.lease_through_id)), '[]'),
+        'capture_id', c.capture_id,
+        'model', model);
+    PERFORM memory._check_source(source);
+    PERFORM memory._lock_namespace(target, 'facts');
+    FOR item IN SELECT o.value AS o, o.n::int AS n FROM jsonb_array_elements(operations) WITH ORDINALITY o(value, n) LOOP
+        ord := item.n;
+        kind := item.o ->> 'op';
+        op := kind;
+        id := NULL;
+        fact_id := CASE WHEN kind <> 'add' THEN (item.o ->> 'fact_id')::uuid END;
+        old_id := NULL;
+        IF kind <> 'add' THEN
+            SELECT f.id INTO old_id FROM memory.facts f
+            WHERE f.organization_id = c.organization_id AND f.id = capture_facts.fact_id
+              AND f.namespace_id = c.namespace_id AND f.forgotten_at IS NULL
+            FOR UPDATE;
+        END IF;
+        IF kind <> 'add' AND old_id IS NULL THEN
+            status := 'unknown_fact';
+        ELSIF kind <> 'forget' AND refuse AND memory._looks_secret(item.o ->> 'content') THEN
+            status := 'secret';
+        ELSIF kind = 'add' THEN
+            SELECT s.id, s.duplicate_of INTO saved
+            FROM memory.save_facts(c.organization_id,
+                                   jsonb_build_array(jsonb_build_object('content', item.o ->> 'content',
+                                                                        'embedding', item.o -> 'embedding',
+                                                                        'source', source)),
+                                   jsonb_build_object('owner_id', c.owner_id)) s;
+            id := saved.id;
+            fact_id := saved.duplicate_of;
+            status := CASE WHEN saved.id IS NULL THEN 'duplicate' ELSE 'saved' END;
+        ELSIF kind = 'supersede' THEN
+            id := memory._insert_fact(target, item.o ->> 'content', vecs[item.n], source, NULL);
+            UPDATE memory.facts f
+            SET forgotten_at = now(), superseded_by = capture_facts.id, lease_until = NULL, updated_at = now()
+            WHERE f.organization_id = c.organization_id AND f.id = old_id;
+            status := 'superseded';
+        ELSE
+            UPDATE memory.facts f
+            SET forgotten_at = now(), lease_until = NULL, updated_at = now()
+            WHERE f.organization_id = c.organization_id AND f.id = old_id;
+            status := 'forgotten';
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    UPDATE memory.captures k
+    SET watermark_at = coalesce(c.lease_through_at, k.watermark_at),
+        watermark_id = coalesce(c.lease_through_id, k.watermark_id),
+        captured_at = now(), attempts = 0, last_error = NULL,
+        capture_id = NULL, lease_until = NULL, lease_through_at = NULL, lease_through_id = NULL
+    WHERE k.organization_id = c.organization_id AND k.namespace_id = c.namespace_id AND k.chat_id = c.chat_id;
+END
+$$;
