@@ -20,6 +20,9 @@ def test_the_plain_subset_calls_every_public_function(db):
     ]
     called = set()
     for path in PLAIN:
-        called.update(re.findall(r"memory\.(\w+)\(", (ROOT / path).read_text()))
+        source = (ROOT / path).read_text()
+        called.update(re.findall(r"memory\.(\w+)\(", source))
+        if re.search(r"\.run(_fails)?\(", source):  # tests.support.Principal calls memory.run
+            called.add("run")
     assert len(public) > 30
     assert [name for name in public if name not in called] == []
