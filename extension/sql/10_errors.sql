@@ -53,6 +53,19 @@ AS $$
     ELSE false END
 $$;
 
+-- An integer argument within [low, high], else MEMORY_INVALID naming it.
+CREATE OR REPLACE FUNCTION memory._check_between(what text, value bigint, low bigint, high bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL OR value < low OR value > high THEN
+        PERFORM memory._fail('MEMORY_INVALID', format('%s must be between %s and %s', what, low, high));
+    END IF;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION memory._fail(code text, message text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp

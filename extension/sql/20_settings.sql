@@ -71,32 +71,21 @@ DECLARE
     fn regprocedure;
     problem text;
     config regconfig;
+    low int;  -- an integer setting's range
+    high int;
 BEGIN
     CASE
-    WHEN key IN ('max_content', 'max_render', 'view_max_chars') THEN
-        IF NOT memory._is_integer(value, 100, 100000000) THEN
+    WHEN key IN ('max_content', 'max_render', 'view_max_chars', 'exact_search_max_rows',
+                 'capture_idle_seconds', 'capture_lease_seconds', 'capture_max_attempts') THEN
+        SELECT r.low, r.high INTO low, high
+        FROM (VALUES ('exact_search_max_rows', 0, 100000000), ('capture_idle_seconds', 0, 31536000),
+                     ('capture_lease_seconds', 1, 86400), ('capture_max_attempts', 1, 1000)) r(name, low, high)
+        WHERE r.name = key;
+        low := coalesce(low, 100);  -- the size limits
+        high := coalesce(high, 100000000);
+        IF NOT memory._is_integer(value, low, high) THEN
             PERFORM memory._fail('MEMORY_INVALID',
-                format('setting %s must be an integer between 100 and 100000000', key));
-        END IF;
-    WHEN key = 'exact_search_max_rows' THEN
-        IF NOT memory._is_integer(value, 0, 100000000) THEN
-            PERFORM memory._fail('MEMORY_INVALID',
-                'setting exact_search_max_rows must be an integer between 0 and 100000000');
-        END IF;
-    WHEN key = 'capture_idle_seconds' THEN
-        IF NOT memory._is_integer(value, 0, 31536000) THEN
-            PERFORM memory._fail('MEMORY_INVALID',
-                'setting capture_idle_seconds must be an integer between 0 and 31536000');
-        END IF;
-    WHEN key = 'capture_lease_seconds' THEN
-        IF NOT memory._is_integer(value, 1, 86400) THEN
-            PERFORM memory._fail('MEMORY_INVALID',
-                'setting capture_lease_seconds must be an integer between 1 and 86400');
-        END IF;
-    WHEN key = 'capture_max_attempts' THEN
-        IF NOT memory._is_integer(value, 1, 1000) THEN
-            PERFORM memory._fail('MEMORY_INVALID',
-                'setting capture_max_attempts must be an integer between 1 and 1000');
+                format('setting %s must be an integer between %s and %s', key, low, high));
         END IF;
     WHEN key = 'capture_refuse_secrets' THEN
         IF jsonb_typeof(value) <> 'boolean' THEN

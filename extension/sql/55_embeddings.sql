@@ -152,9 +152,7 @@ DECLARE
     picked int;
 BEGIN
     PERFORM memory._require_service();
-    IF max IS NULL OR max < 1 OR max > 10000 THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'max must be between 1 and 10000');
-    END IF;
+    PERFORM memory._check_between('max', max, 1, 10000);
     FOR t IN SELECT * FROM memory._memory_tables() LOOP
         EXIT WHEN handed >= max;
         RETURN QUERY EXECUTE format(

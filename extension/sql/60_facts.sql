@@ -289,9 +289,7 @@ DECLARE
     target memory.namespaces := memory._resolve(org, ns, 'read');
     cursor_at timestamptz;
 BEGIN
-    IF max IS NULL OR max < 1 OR max > 1000 THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'max must be between 1 and 1000');
-    END IF;
+    PERFORM memory._check_between('max', max, 1, 1000);
     IF after_id IS NOT NULL THEN
         SELECT f.created_at INTO cursor_at FROM memory.facts f
         WHERE f.organization_id = org AND f.namespace_id = target.id AND f.id = after_id;

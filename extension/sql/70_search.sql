@@ -235,9 +235,7 @@ DECLARE
     terms tsquery := memory._any_lexeme(query);
     least_similar float8 := (memory._search_options(options) ->> 'min_similarity')::float8;
 BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'k must be between 1 and 1000');
-    END IF;
+    PERFORM memory._check_between('k', k, 1, 1000);
     RETURN QUERY
     SELECT f.id, f.content, r.score,
            1 - (f.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8,

@@ -91,9 +91,7 @@ DECLARE
     vec @extschema:vector@.vector := memory._embedding(query_embedding);
     least_similar float8 := (memory._search_options(options) ->> 'min_similarity')::float8;
 BEGIN
-    IF k IS NULL OR k < 1 OR k > 100 THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'k must be between 1 and 100');
-    END IF;
+    PERFORM memory._check_between('k', k, 1, 100);
     RETURN QUERY
     SELECT m.message_id, m.chat_id, m.role, m.content, r.score,
            1 - (m.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8, m.created_at

@@ -66,12 +66,8 @@ DECLARE
     batch record;
 BEGIN
     PERFORM memory._require_service();
-    IF max IS NULL OR max < 1 OR max > 1000 THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'max must be between 1 and 1000');
-    END IF;
-    IF max_messages IS NULL OR max_messages < 1 OR max_messages > 1000 THEN
-        PERFORM memory._fail('MEMORY_INVALID', 'max_messages must be between 1 and 1000');
-    END IF;
+    PERFORM memory._check_between('max', max, 1, 1000);
+    PERFORM memory._check_between('max_messages', max_messages, 1, 1000);
     idle := make_interval(secs => memory._setting_int('capture_idle_seconds'));
     lease := make_interval(secs => memory._setting_int('capture_lease_seconds'));
     FOR c IN
