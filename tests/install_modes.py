@@ -23,6 +23,7 @@ PLAIN = [
     "tests/sql/test_facts.py",
     "tests/sql/test_recall.py",
     "tests/sql/test_capture.py",
+    "tests/sql/test_recall_context.py",
     "tests/sql/test_documents.py",
     "tests/sql/test_access.py",
     "tests/sql/test_stats.py",

@@ -56,9 +56,12 @@ NAMES = {
     "_AsyncView": "_View",
     "AsyncSource": "Source",
     "AsyncMemoryTool": "MemoryTool",
+    "AsyncMemoryTools": "MemoryTools",
+    "AsyncMemoryFunctionTool": "MemoryFunctionTool",
     "AsyncWriter": "Writer",
     "areport": "report",
     "aembed": "embed",
+    "aextract": "extract",
     # psycopg, psycopg_pool, pgvector
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",
@@ -67,6 +70,7 @@ NAMES = {
     # anthropic
     "AsyncAnthropic": "Anthropic",
     "BetaAsyncAbstractMemoryTool": "BetaAbstractMemoryTool",
+    "BetaAsyncBuiltinFunctionTool": "BetaBuiltinFunctionTool",
     # the standard library
     "asynccontextmanager": "contextmanager",
     "AsyncIterator": "Iterator",

@@ -19,7 +19,8 @@ AS $$
         'capture_idle_seconds', 0,
         'capture_lease_seconds', 300,
         'capture_max_attempts', 3,
-        'capture_refuse_secrets', true
+        'capture_refuse_secrets', true,
+        'recall_replay_seconds', 604800
     )
 $$;
 
@@ -76,10 +77,12 @@ DECLARE
 BEGIN
     CASE
     WHEN key IN ('max_content', 'max_render', 'view_max_chars', 'exact_search_max_rows',
-                 'capture_idle_seconds', 'capture_lease_seconds', 'capture_max_attempts') THEN
+                 'capture_idle_seconds', 'capture_lease_seconds', 'capture_max_attempts',
+                 'recall_replay_seconds') THEN
         SELECT r.low, r.high INTO low, high
         FROM (VALUES ('exact_search_max_rows', 0, 100000000), ('capture_idle_seconds', 0, 31536000),
-                     ('capture_lease_seconds', 1, 86400), ('capture_max_attempts', 1, 1000)) r(name, low, high)
+                     ('capture_lease_seconds', 1, 86400), ('capture_max_attempts', 1, 1000),
+                     ('recall_replay_seconds', 1, 31536000)) r(name, low, high)
         WHERE r.name = key;
         low := coalesce(low, 100);  -- the size limits
         high := coalesce(high, 100000000);

@@ -62,6 +62,8 @@ AS $$
 DECLARE
     idle interval;
     lease interval;
+    started timestamptz;
+    idle_since timestamptz;
     c record;
     batch record;
 BEGIN
@@ -70,12 +72,15 @@ BEGIN
     PERFORM memory._check_between('max_messages', max_messages, 1, 1000);
     idle := make_interval(secs => memory._setting_int('capture_idle_seconds'));
     lease := make_interval(secs => memory._setting_int('capture_lease_seconds'));
+    -- In variables, not clock_timestamp() in the query: a volatile bound is no index condition.
+    started := clock_timestamp();
+    idle_since := started - idle;
     FOR c IN
         SELECT k.organization_id, k.namespace_id, k.chat_id, k.owner_id, k.watermark_at, k.watermark_id
         FROM memory.captures k
         WHERE k.status = 'pending'
-          AND (k.lease_until IS NULL OR k.lease_until < clock_timestamp())
-          AND k.indexed_at <= clock_timestamp() - idle
+          AND (k.lease_until IS NULL OR k.lease_until < started)
+          AND k.indexed_at <= idle_since
           AND EXISTS (SELECT FROM memory.messages m
                       WHERE m.organization_id = k.organization_id AND m.namespace_id = k.namespace_id
                         AND m.chat_id = k.chat_id
@@ -185,23 +190,63 @@ AS $$
     FROM (SELECT substr(reverse($1), i, 1)::int AS d, i FROM generate_series(1, length($1)) i) x
 $$;
 
--- Whether a text looks like it holds a secret (docs/sql-reference.md lists the patterns).
+-- Whether a text looks like it holds a secret. docs/sql-reference.md lists
+-- the patterns; tests/sql/test_capture_attacks.py holds the secrets and the
+-- look-alikes they must tell apart. A few long alternations, not one regular
+-- expression per provider: PostgreSQL caches only 32 compiled ones per
+-- session. Each is guarded by a test that costs a few µs, as the alternation
+-- itself costs ~50 µs a call and most facts hold no secret.
 CREATE OR REPLACE FUNCTION memory._looks_secret(content text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT $1 ~ '-----BEGIN [A-Z0-9 ]*PRIVATE KEY'                                   -- private keys
-        OR $1 ~ 'eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}'         -- JWTs
-        OR $1 ~ '\msk-[A-Za-z0-9_-]{20,}'                                             -- OpenAI, Anthropic
-        OR $1 ~ '\m(AKIA|ASIA)[0-9A-Z]{16}\M'                                         -- AWS access keys
-        OR $1 ~ '\mgh[pousr]_[A-Za-z0-9]{36,}'                                        -- GitHub
-        OR $1 ~ '\mgithub_pat_[A-Za-z0-9_]{22,}'
-        OR $1 ~ '\mxox[abprs]-[A-Za-z0-9-]{10,}'                                      -- Slack
-        OR $1 ~ '\mAIza[0-9A-Za-z_-]{35}'                                             -- Google
-        OR $1 ~ '\m[spr]k_(live|test)_[A-Za-z0-9]{16,}'                               -- Stripe
-        OR $1 ~* '\m(password|passwd|passphrase|pwd)\s*[:=]\s*\S'                     -- password: …
-        OR EXISTS (SELECT FROM regexp_matches($1, '(?:\d[ -]?){12,18}\d', 'g') m(found)
-                   WHERE memory._luhn(regexp_replace(m.found[1], '[ -]', '', 'g')))   -- card numbers
+    -- keys and tokens by their providers' prefixes: each holds a run of 15 key
+    -- characters, but for PEM blocks and JWTs
+    SELECT (($1 ~ '[A-Za-z0-9_-]{15}' OR strpos($1, '-----BEGIN') > 0 OR strpos($1, '.eyJ') > 0)
+            AND $1 ~ ('-----BEGIN [A-Z0-9 ]*PRIVATE KEY'                          -- PEM, OpenSSH, PGP
+                      '|eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}'  -- JWT
+                      '|\msk-[A-Za-z0-9_-]{20,}'                                  -- OpenAI, Anthropic
+                      '|\m(AKIA|ASIA)[0-9A-Z]{16}\M'                              -- AWS access key id
+                      '|\mgh[pousr]_[A-Za-z0-9]{36,}|\mgithub_pat_[A-Za-z0-9_]{22,}'  -- GitHub
+                      '|\mglpat-[A-Za-z0-9_-]{20,}'                               -- GitLab
+                      '|\mxox[abeprs]-[A-Za-z0-9-]{10,}'                          -- Slack
+                      '|\mAIza[0-9A-Za-z_-]{35}|\mya29\.[0-9A-Za-z_-]{20,}'       -- Google
+                      '|\m[spr]k_(live|test)_[A-Za-z0-9]{16,}'                    -- Stripe
+                      '|\m(AC|SK)[0-9a-f]{32}\M'                                  -- Twilio
+                      '|\mSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}'             -- SendGrid
+                      '|\mnpm_[A-Za-z0-9]{36}\M|\mpypi-[A-Za-z0-9_-]{50,}'        -- npm, PyPI
+                      '|\mhf_[A-Za-z0-9]{30,}'                                    -- Hugging Face
+                      '|\mdo[opr]_v1_[a-f0-9]{64}\M'))                            -- DigitalOcean
+        -- a password, PIN or key written out; credentials in a URL; a bearer token
+        OR ($1 ~* 'pass|pwd|pin|key|secret|token|://|bearer'
+            AND $1 ~* ('\m(password|passwd|passphrase|pwd)\s*[:=]\s*\S'
+                       -- "password is X", unless X says something about it ("is stored in …")
+                       '|\m(password|passwd|passphrase|passcode)\s+(is|was)\s+(?!(the|a|an|too|very|not|still'
+                       '|now|being|weak|strong|long|short|expired|saved|stored|kept|in|on|at|for|set|same'
+                       '|different|changed|reset|required|wrong|incorrect|correct|secure|insecure|easy|hard'
+                       '|hidden|managed|written|encrypted|hashed|unknown|forgotten|lost)\M)\S{4,}'
+                       '|\mpin( code| number)?\s*(is|was|[:=])\s*[0-9]{4,8}\M'
+                       '|\m(api[_ -]?key|apikey|secret[_ -]?key|client[_ -]?secret'
+                       '|(access|auth|api|refresh)[_ -]?token)\s*(is|[:=])\s*["'']?[A-Za-z0-9_./+=-]{16,}'
+                       '|\m[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@'
+                       '|\mbearer\s+[A-Za-z0-9._~+/-]{20,}'))
+        -- an AWS secret access key: 40 characters of both cases and digits, said to be one
+        OR ($1 ~* 'aws|secret'
+            AND $1 ~ ('(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[A-Z])'
+                      '(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])'))
+        -- a card number: one run of digits, or groups (4-4-4-…, Amex 4-6-5) by spaces or
+        -- by dashes that are not part of a longer grouped number; of a brand's prefix and
+        -- length; passing Luhn's check
+        OR ($1 ~ '[0-9]{13}|[0-9]{4}[ -][0-9]{4}' AND EXISTS (
+            SELECT FROM regexp_matches($1, '((?<![0-9])[0-9]{13,19}(?![0-9])'
+                                           '|(?<![0-9])(?<![0-9] )(?:[0-9]{4} [0-9]{4} [0-9]{4} [0-9]{1,7}'
+                                           '|[0-9]{4} [0-9]{6} [0-9]{4,5})(?![0-9])(?! [0-9])'
+                                           '|(?<![0-9])(?<![0-9]-)(?:[0-9]{4}-[0-9]{4}-[0-9]{4}-[0-9]{1,7}'
+                                           '|[0-9]{4}-[0-9]{6}-[0-9]{4,5})(?![0-9])(?!-[0-9]))', 'g') m(found)
+            CROSS JOIN LATERAL (SELECT translate(m.found[1], ' -', '') AS digits) d
+            WHERE d.digits ~ ('^(4([0-9]{12}|[0-9]{15}|[0-9]{18})|(5[1-5]|2[2-7])[0-9]{14}|3[47][0-9]{13}'
+                              '|3[0689][0-9]{12,17}|35[0-9]{14,17}|6[0-9]{15,18})$')
+              AND memory._luhn(d.digits)))
 $$;
 
 -- Applies a model's decisions on a leased capture in one transaction and
@@ -217,11 +262,16 @@ DECLARE
     target memory.namespaces;
     refuse boolean;
     item record;
-    vecs @extschema:vector@.vector[] := '{}';
+    vecs @extschema:vector@.vector[] := '{}';  -- by ordinal: parsed once
+    secret boolean[] := '{}';                   -- by ordinal: an add or supersede not to store
     kind text;
     source jsonb;
-    saved record;
     old_id uuid;
+    adds jsonb := '[]';        -- the run of adds to save, as save_facts takes them
+    run_ords int[] := '{}';    -- the run's operations, and where each is in adds (0: a secret)
+    run_at int[] := '{}';
+    saved_ids uuid[];
+    duplicate_ids uuid[];
 BEGIN
     PERFORM memory._require_service();
     IF capture_id IS NULL THEN
@@ -235,6 +285,7 @@ BEGIN
     IF jsonb_typeof(operations) IS DISTINCT FROM 'array' OR jsonb_array_length(operations) > 1000 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'operations must be a JSON array of at most 1000 operations');
     END IF;
+    refuse := (memory.setting('capture_refuse_secrets'))::boolean;
     -- Validate every operation before applying any.
     FOR item IN SELECT o.value AS o, o.n::int AS n FROM jsonb_array_elements(operations) WITH ORDINALITY o(value, n) LOOP
         IF jsonb_typeof(item.o) <> 'object' OR item.o ->> 'op' IS NULL
@@ -247,8 +298,11 @@ BEGIN
                 PERFORM memory._fail('MEMORY_INVALID', format('operation %s needs a "content" string', item.n));
             END IF;
             PERFORM memory._check_fact_text(item.o ->> 'content');
-            vecs[item.n] := CASE WHEN item.o -> 'embedding' <> 'null'::jsonb
-                                 THEN memory._embedding_json(item.o -> 'embedding') END;
+            secret[item.n] := refuse AND memory._looks_secret(item.o ->> 'content');
+            -- save_facts parses (and checks) the embedding of an add it saves, once.
+            IF item.o -> 'embedding' <> 'null'::jsonb AND (item.o ->> 'op' = 'supersede' OR secret[item.n]) THEN
+                vecs[item.n] := memory._embedding_json(item.o -> 'embedding');
+            END IF;
         END IF;
         IF item.o ->> 'op' IN ('supersede', 'forget')
            AND (jsonb_typeof(item.o -> 'fact_id') IS DISTINCT FROM 'string' OR NOT memory._is_uuid(item.o ->> 'fact_id')) THEN
@@ -257,7 +311,6 @@ BEGIN
     END LOOP;
     SELECT n.* INTO target FROM memory.namespaces n
     WHERE n.organization_id = c.organization_id AND n.id = c.namespace_id;
-    refuse := (memory.setting('capture_refuse_secrets'))::boolean;
     source := jsonb_build_object(
         'chat_id', c.chat_id,
         'message_ids', coalesce((SELECT jsonb_agg(m.message_id ORDER BY m.created_at, m.id) FROM memory.messages m
@@ -269,33 +322,53 @@ BEGIN
         'model', model);
     PERFORM memory._check_source(source);
     PERFORM memory._lock_namespace(target, 'facts');
-    FOR item IN SELECT o.value AS o, o.n::int AS n FROM jsonb_array_elements(operations) WITH ORDINALITY o(value, n) LOOP
-        ord := item.n;
+    -- A run of consecutive adds is saved by one save_facts call, as one batch
+    -- (its dedupe check reads the namespace once, not once per fact); any
+    -- other operation, and the null appended as the end, closes the run first,
+    -- so every operation sees the ones before it applied.
+    FOR item IN SELECT o.value AS o, o.n::int AS n
+                FROM jsonb_array_elements(operations || 'null'::jsonb) WITH ORDINALITY o(value, n) LOOP
         kind := item.o ->> 'op';
+        IF kind = 'add' THEN
+            run_ords := run_ords || item.n;
+            IF secret[item.n] THEN
+                run_at := run_at || 0;  -- not saved
+            ELSE
+                adds := adds || jsonb_build_object('content', item.o ->> 'content', 'embedding', item.o -> 'embedding',
+                                                   'source', source);
+                run_at := run_at || jsonb_array_length(adds);
+            END IF;
+            CONTINUE;
+        END IF;
+        IF cardinality(run_ords) > 0 THEN
+            IF jsonb_array_length(adds) > 0 THEN
+                SELECT array_agg(s.id ORDER BY s.ord), array_agg(s.duplicate_of ORDER BY s.ord)
+                INTO saved_ids, duplicate_ids
+                FROM memory.save_facts(c.organization_id, adds, jsonb_build_object('owner_id', c.owner_id)) s;
+            END IF;
+            FOR i IN 1 .. cardinality(run_ords) LOOP
+                ord := run_ords[i];
+                op := 'add';
+                id := CASE WHEN run_at[i] > 0 THEN saved_ids[run_at[i]] END;
+                fact_id := CASE WHEN run_at[i] > 0 THEN duplicate_ids[run_at[i]] END;
+                status := CASE WHEN run_at[i] = 0 THEN 'secret' WHEN id IS NULL THEN 'duplicate' ELSE 'saved' END;
+                RETURN NEXT;
+            END LOOP;
+            run_ords := '{}'; run_at := '{}'; adds := '[]';
+        END IF;
+        EXIT WHEN kind IS NULL;
+        ord := item.n;
         op := kind;
         id := NULL;
-        fact_id := CASE WHEN kind <> 'add' THEN (item.o ->> 'fact_id')::uuid END;
-        old_id := NULL;
-        IF kind <> 'add' THEN
-            SELECT f.id INTO old_id FROM memory.facts f
-            WHERE f.organization_id = c.organization_id AND f.id = capture_facts.fact_id
-              AND f.namespace_id = c.namespace_id AND f.forgotten_at IS NULL
-            FOR UPDATE;
-        END IF;
-        IF kind <> 'add' AND old_id IS NULL THEN
+        fact_id := (item.o ->> 'fact_id')::uuid;
+        SELECT f.id INTO old_id FROM memory.facts f
+        WHERE f.organization_id = c.organization_id AND f.id = capture_facts.fact_id
+          AND f.namespace_id = c.namespace_id AND f.forgotten_at IS NULL
+        FOR UPDATE;
+        IF old_id IS NULL THEN
             status := 'unknown_fact';
-        ELSIF kind <> 'forget' AND refuse AND memory._looks_secret(item.o ->> 'content') THEN
+        ELSIF kind = 'supersede' AND secret[item.n] THEN
             status := 'secret';
-        ELSIF kind = 'add' THEN
-            SELECT s.id, s.duplicate_of INTO saved
-            FROM memory.save_facts(c.organization_id,
-                                   jsonb_build_array(jsonb_build_object('content', item.o ->> 'content',
-                                                                        'embedding', item.o -> 'embedding',
-                                                                        'source', source)),
-                                   jsonb_build_object('owner_id', c.owner_id)) s;
-            id := saved.id;
-            fact_id := saved.duplicate_of;
-            status := CASE WHEN saved.id IS NULL THEN 'duplicate' ELSE 'saved' END;
         ELSIF kind = 'supersede' THEN
             id := memory._insert_fact(target, item.o ->> 'content', vecs[item.n], source, NULL);
             UPDATE memory.facts f
@@ -310,9 +383,19 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
+    -- A chat with nothing after its new watermark leaves pending_captures' scan
+    -- (by indexed_at, up to now) until index_message sets indexed_at again:
+    -- otherwise every poll would visit every chat ever captured. Messages
+    -- indexed meanwhile are seen here, or wait on this row's lock to set it.
     UPDATE memory.captures k
     SET watermark_at = coalesce(c.lease_through_at, k.watermark_at),
         watermark_id = coalesce(c.lease_through_id, k.watermark_id),
+        indexed_at = CASE WHEN c.lease_through_at IS NULL OR EXISTS (
+                              SELECT FROM memory.messages m
+                              WHERE m.organization_id = c.organization_id AND m.namespace_id = c.namespace_id
+                                AND m.chat_id = c.chat_id
+                                AND (m.created_at, m.id) > (c.lease_through_at, c.lease_through_id))
+                          THEN k.indexed_at ELSE 'infinity' END,
         captured_at = now(), attempts = 0, last_error = NULL,
         capture_id = NULL, lease_until = NULL, lease_through_at = NULL, lease_through_id = NULL
     WHERE k.organization_id = c.organization_id AND k.namespace_id = c.namespace_id AND k.chat_id = c.chat_id;

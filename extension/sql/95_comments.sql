@@ -53,6 +53,8 @@ COMMENT ON FUNCTION memory.search_messages(uuid, text, real[], text, integer, js
     'The caller''s own closest earlier messages, across chats.';
 COMMENT ON FUNCTION memory.delete_chat(uuid, text) IS
     'Delete a chat''s indexed messages: the caller''s own, or (the service) everyone''s.';
+COMMENT ON FUNCTION memory.recall_context(uuid, text, real[], jsonb, jsonb) IS
+    'What an assistant should see before a turn: core memory, best facts, best earlier messages; replayed per operation_id.';
 
 COMMENT ON FUNCTION memory.document_read(text, text) IS
     'Service only: a versioned document, or null when missing or expired.';

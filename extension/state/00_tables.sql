@@ -197,3 +197,23 @@ CREATE INDEX captures_pending_idx ON memory.captures (indexed_at) WHERE status =
 CREATE INDEX captures_lease_idx ON memory.captures (capture_id) WHERE capture_id IS NOT NULL;
 ALTER TABLE memory.captures ENABLE ROW LEVEL SECURITY;
 SELECT pg_catalog.pg_extension_config_dump('memory.captures', '');
+
+-- Recall replays: what memory.recall_context answered under an operation id,
+-- kept for setting recall_replay_seconds so that the same caller asking again
+-- gets exactly that answer. Keyed by the namespace whose memory the answer
+-- holds — the calling user's own; for the service, the user namespace of the
+-- owner named in `ns`, or the organization's — so erasing a user (their
+-- namespaces) erases their replays too.
+CREATE TABLE memory.recall_replays (
+    organization_id uuid NOT NULL,
+    namespace_id uuid NOT NULL,
+    service boolean NOT NULL,  -- asked by the service; else by the namespace's user
+    operation_id text NOT NULL CHECK (operation_id <> '' AND octet_length(operation_id) <= 1024),
+    answer jsonb NOT NULL CHECK (jsonb_typeof(answer) = 'array'),  -- [{id, kind, content}] in order
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (organization_id, namespace_id, service, operation_id),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+ALTER TABLE memory.recall_replays ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('memory.recall_replays', '');

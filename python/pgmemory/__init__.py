@@ -1,6 +1,9 @@
 """pgmemory: long-term memory for AI assistants, as a PostgreSQL extension."""
 
 from .calls import (
+    CaptureStatus,
+    CaptureSummary,
+    ContextItem,
     Document,
     DocumentInfo,
     Fact,
@@ -38,17 +41,24 @@ from .errors import (
     SetupError,
     TooLarge,
 )
+from .extractors import AnthropicExtractor, Extractor, ExtractorError, OpenAIExtractor
+from .tools import AsyncMemoryTools, MemoryTools
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Ambiguous",
+    "AnthropicExtractor",
     "Archival",
     "AsyncArchival",
     "AsyncDocuments",
     "AsyncMemory",
+    "AsyncMemoryTools",
     "AsyncRecall",
+    "CaptureStatus",
+    "CaptureSummary",
     "Conflict",
+    "ContextItem",
     "Document",
     "DocumentConflict",
     "DocumentInfo",
@@ -57,6 +67,8 @@ __all__ = [
     "EmbedderError",
     "EmbeddingInvalid",
     "Exists",
+    "Extractor",
+    "ExtractorError",
     "Fact",
     "FactHit",
     "FactInfo",
@@ -67,10 +79,12 @@ __all__ = [
     "InvalidPath",
     "LocalEmbedder",
     "Memory",
+    "MemoryTools",
     "MessageHit",
     "NoMatch",
     "NotFound",
     "OpenAIEmbedder",
+    "OpenAIExtractor",
     "PgMemoryError",
     "Recall",
     "SavedFact",

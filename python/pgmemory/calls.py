@@ -12,7 +12,7 @@ import json
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
@@ -529,6 +529,41 @@ def delete_chat(org: Org, chat_id: str) -> Call[int]:
     return Call("SELECT memory.delete_chat(%s::uuid, %s::text)", (_uuid(org), chat_id), _value)
 
 
+# ------------------------------------------------------------------ recall before a turn
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One row of `recall_context`, in the order an assistant should read them.
+
+    `kind` is `core` (the rendered core memory, `id` "core"), `fact` (`id`
+    "fact:<uuid>") or `message` (`id` "message:<uuid>", the indexed row's uuid).
+    """
+
+    id: str
+    kind: str
+    content: str
+
+
+def recall_context(
+    org: Org,
+    query: str,
+    embeddings: Sequence[Vector] | None,
+    ns: Namespace | None,
+    options: Mapping[str, Any] | None,
+) -> Call[list[ContextItem]]:
+    """`embeddings`: the embedder's answer for `[query]`, or None (full text only)."""
+    options = dict(options or {})
+    return Call(
+        "SELECT id, kind, content"
+        " FROM memory.recall_context(%s::uuid, %s::text, %b::real[], %s::jsonb, %s::jsonb)",
+        (_uuid(org), query, _real_array(_one(embeddings)), _ns(ns), _json(options)),
+        lambda rows: [ContextItem(*row) for row in rows],
+        # Under an operation id the answer is stored for its replays: a write.
+        read_only=options.get("operation_id") is None,
+    )
+
+
 # ------------------------------------------------------------------ documents (service)
 
 
@@ -617,3 +652,188 @@ def import_(org: Org, data: Mapping[str, Any], ns: Namespace | None) -> Call[dic
         (_uuid(org), _json(dict(data)), _ns(ns)),
         _value,
     )
+
+
+# ------------------------------------------------------------------ capture (service)
+
+
+@dataclass(frozen=True)
+class PendingCapture:
+    """A chat leased by `memory.pending_captures`: its new messages and the ones before.
+
+    `messages` and `context` are `[{"id", "role", "content", "created_at"}]`, oldest first.
+    """
+
+    capture_id: uuid.UUID
+    org: uuid.UUID
+    owner_id: uuid.UUID
+    chat_id: str
+    messages: list[dict[str, Any]]
+    context: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CapturedFact:
+    """One applied operation of `memory.capture_facts`, in the order given (`ord` from 1).
+
+    `status`: saved, duplicate, superseded, forgotten, unknown_fact or secret; `id`
+    the new fact, `fact_id` the fact duplicated, superseded or forgotten."""
+
+    ord: int
+    op: str
+    id: uuid.UUID | None
+    fact_id: uuid.UUID | None
+    status: str
+
+
+@dataclass(frozen=True)
+class CaptureStatus:
+    """Where a chat stands in the capture queue (`capture_status`).
+
+    `status`: failed (parked until `retry_captures`), leased, pending or captured."""
+
+    chat_id: str
+    owner_id: uuid.UUID
+    pending_messages: int
+    attempts: int
+    status: str
+    last_error: str | None
+    captured_at: datetime | None
+
+
+CAPTURE_STATUSES = ("saved", "duplicate", "superseded", "forgotten", "secret", "unknown_fact")
+
+
+@dataclass
+class CaptureSummary:
+    """What `capture_pending` did, counted as it goes: pass one as `summary=`.
+
+    `captures`: captures applied; `failures`: captures given back (or whose lease
+    was lost), with `errors` saying why, one line each; then the operations
+    applied, by status; `dropped`: operations left out before the database saw
+    them (a fact number the model was not shown, or an operation malformed)."""
+
+    captures: int = 0
+    failures: int = 0
+    saved: int = 0
+    duplicate: int = 0
+    superseded: int = 0
+    forgotten: int = 0
+    secret: int = 0
+    unknown_fact: int = 0
+    dropped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def applied(self, rows: Sequence[CapturedFact], dropped: int) -> None:
+        self.captures += 1
+        self.dropped += dropped
+        for row in rows:
+            if row.status in CAPTURE_STATUSES:
+                setattr(self, row.status, getattr(self, row.status) + 1)
+
+    def failed(self, capture: PendingCapture, error: str) -> None:
+        self.failures += 1
+        self.errors.append(f"chat {capture.chat_id!r} of {capture.owner_id}: {error}")
+
+
+def pending_captures(batch: int) -> Call[list[PendingCapture]]:
+    return Call(
+        "SELECT capture_id, org, owner_id, chat_id, messages, context"
+        " FROM memory.pending_captures(%s::int)",
+        (batch,),
+        lambda rows: [PendingCapture(*row) for row in rows],
+    )
+
+
+def capture_facts(
+    capture_id: uuid.UUID, operations: Sequence[Mapping[str, Any]], model: str | None
+) -> Call[list[CapturedFact]]:
+    return Call(
+        "SELECT ord, op, id, fact_id, status"
+        " FROM memory.capture_facts(%s::uuid, %s::jsonb, %s::text)",
+        (capture_id, _json([dict(op) for op in operations]), model),
+        lambda rows: [CapturedFact(*row) for row in rows],
+    )
+
+
+def fail_capture(capture_id: uuid.UUID, error: str) -> Call[bool]:
+    return Call("SELECT memory.fail_capture(%s::uuid, %s::text)", (capture_id, error), _value)
+
+
+def retry_captures(org: Org, chat_id: str | None) -> Call[int]:
+    return Call("SELECT memory.retry_captures(%s::uuid, %s::text)", (_uuid(org), chat_id), _value)
+
+
+def capture_status(org: Org, chat_id: str | None) -> Call[list[CaptureStatus]]:
+    return Call(
+        "SELECT chat_id, owner_id, pending_messages, attempts, status, last_error, captured_at"
+        " FROM memory.capture_status(%s::uuid, %s::text)",
+        (_uuid(org), chat_id),
+        lambda rows: [CaptureStatus(*row) for row in rows],
+    )
+
+
+KNOWN_FACTS = 20  # known facts shown to the model per capture
+SEARCH_QUERY_MAX = 10_000  # characters of a search query, the SQL's own limit
+
+
+def capture_queries(capture: PendingCapture) -> list[str]:
+    """One search for known facts per new message with text (cut to what a query may hold)."""
+    texts = (m.get("content") for m in capture.messages)
+    return [t[:SEARCH_QUERY_MAX] for t in texts if isinstance(t, str) and t.strip()]
+
+
+def per_query(embeddings: Sequence[Vector] | None, queries: int) -> list[list[Vector] | None]:
+    """The embedder's answer for all queries as each search takes it: `[vector]`, or None."""
+    if embeddings is None:
+        return [None] * queries
+    _check_count(embeddings, queries)
+    return [[v] for v in embeddings]
+
+
+def capture_search(
+    capture: PendingCapture, query: str, embeddings: Sequence[Vector] | None
+) -> Call[list[FactHit]]:
+    """The owner's live facts closest to one new message. On the primary, not a replica:
+    the facts an earlier capture of the same run just saved must be seen."""
+    call = search_facts(
+        capture.org, query, embeddings, {"owner_id": capture.owner_id}, KNOWN_FACTS, None
+    )
+    return replace(call, read_only=False)
+
+
+def known_facts(hit_lists: Sequence[Sequence[FactHit]], limit: int = KNOWN_FACTS) -> list[FactHit]:
+    """The best hits of every message's search in turn (each one's first, then each
+    one's second, …), each fact once, at most `limit`: no message's facts crowd out
+    another's."""
+    seen: set[uuid.UUID] = set()
+    out: list[FactHit] = []
+    for rank in range(max((len(h) for h in hit_lists), default=0)):
+        for hits in hit_lists:
+            if rank < len(hits) and hits[rank].id not in seen:
+                seen.add(hits[rank].id)
+                out.append(hits[rank])
+                if len(out) == limit:
+                    return out
+    return out
+
+
+def new_fact_texts(operations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The contents to embed: every operation that makes a new fact."""
+    return [op["content"] for op in operations if op["op"] in ("add", "supersede")]
+
+
+def with_embeddings(
+    operations: Sequence[Mapping[str, Any]], embeddings: Sequence[Vector] | None
+) -> list[dict[str, Any]]:
+    """The operations with the embedder's vectors for `new_fact_texts(operations)`."""
+    if embeddings is None:
+        return [dict(op) for op in operations]
+    _check_count(embeddings, len(new_fact_texts(operations)))
+    vectors = iter(embeddings)
+    return [
+        {**op, "embedding": _json_vector(next(vectors))}
+        if op["op"] in ("add", "supersede")
+        else dict(op)
+        for op in operations
+    ]

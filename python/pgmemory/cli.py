@@ -3,6 +3,8 @@
     pgmemory up                      start the embedded server, print its DSN
     pgmemory run ORG '{"command": "view", "path": "/memories"}' --user USER
     pgmemory embed-pending           embed what waits for an embedding (progress on stderr)
+    pgmemory capture                 turn new chat messages into facts with a language model
+    pgmemory mcp --org ORG --user USER   serve the memory tools to an MCP client
 
 Every memory command is one `Memory` method; nothing here knows how memory
 works. The database is `--dsn`, else `$PGMEMORY_DSN`, else `$DATABASE_URL`, else
@@ -20,7 +22,9 @@ line); `--json` prints one JSON document on stdout instead. Exit status: 0 done,
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
+import ipaddress
 import json
 import os
 import signal
@@ -32,7 +36,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import psycopg
@@ -41,6 +45,11 @@ from . import __version__, plain
 from . import install as installer
 from .embedders import Embedder, EmbedderError
 from .errors import PgMemoryError
+from .extractors import ExtractorError
+from .extractors._anthropic import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 DATABASE = "pgmemory"  # the database `up` creates in the embedded server
 NOT_RUNNING = 3  # exit status of `status` when the server is not running (as pg_ctl status)
@@ -151,6 +160,17 @@ def _uuid(text: str) -> uuid.UUID:
 _uuid.__name__ = "UUID"  # argparse names the type in some of its messages
 
 
+def _http_address(text: str) -> tuple[str, int]:
+    """`--http` of `mcp`: HOST:PORT, :PORT or PORT (then 127.0.0.1); [::1]:PORT for IPv6."""
+    host, colon, port = text.rpartition(":")
+    if not colon:
+        host, port = "", text
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"not [HOST:]PORT: {text!r}")
+    return host, int(port)
+
+
 def _parse_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
@@ -248,6 +268,7 @@ EPILOG = """\
 environment:
   PGMEMORY_DSN, DATABASE_URL  the database (else the embedded server started by `pgmemory up`)
   PGMEMORY_DATA               the embedded server's data directory
+  PGMEMORY_ORG, PGMEMORY_USER `pgmemory mcp`: the organization and the user it serves
 
 exit status: 0 done, 1 error, 2 usage error, 3 `status`: not running
 """
@@ -339,6 +360,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub = command(
+        "capture",
+        cmd_capture,
+        "turn the new messages of chats pending capture into facts with a language model"
+        " (progress on stderr)",
+    )
+    sub.add_argument(
+        "--model",
+        help=f"the model (default: {DEFAULT_MODEL}; required with --base-url)",
+    )
+    sub.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="an OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp; key:"
+        " $OPENAI_API_KEY); default: Anthropic's Messages API ($ANTHROPIC_API_KEY)",
+    )
+    sub.add_argument(
+        "--batch",
+        type=_positive,
+        default=10,
+        metavar="N",
+        help="chats leased per round (default: 10)",
+    )
+    sub.add_argument(
+        "--local-embedder",
+        action="store_true",
+        help="embed the new facts and the searches for known ones with all-MiniLM-L6-v2"
+        " (default: none; the facts wait for `pgmemory embed-pending`)",
+    )
+
+    sub = command(
         "configure-embeddings",
         cmd_configure_embeddings,
         "set the dimensions and type of every embedding (a change makes them all pending)",
@@ -382,6 +433,39 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("org", type=_uuid, metavar="ORG")
         sub.add_argument("user_id", type=_uuid, metavar="USER")
         sub.add_argument("--permission", default="memory.read", help="default: memory.read")
+
+    sub = command(
+        "mcp",
+        cmd_mcp,
+        "serve the memory tools to an MCP client for one user (stdio; streamable HTTP with --http)",
+        _embedder_options(None),
+    )
+    sub.add_argument(
+        "--org", type=_uuid, metavar="UUID", help="the organization (default: $PGMEMORY_ORG)"
+    )
+    sub.add_argument(
+        "--user", type=_uuid, metavar="UUID", help="the user it acts as (default: $PGMEMORY_USER)"
+    )
+    sub.add_argument(
+        "--ns", type=_json_object, metavar="JSON", help="the namespace (default: the user's own)"
+    )
+    sub.add_argument(
+        "--chat-id",
+        metavar="ID",
+        help="the current chat, which search_conversations and recall_context leave out",
+    )
+    sub.add_argument(
+        "--http",
+        type=_http_address,
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp (HOST: 127.0.0.1 unless given;"
+        " there is no authentication)",
+    )
+    sub.add_argument(
+        "--check",
+        action="store_true",
+        help="connect as the user, list the tools and exit (0: ready to serve)",
+    )
 
     sub = command(
         "install",
@@ -454,29 +538,12 @@ def _counts(counts: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in counts.items())
 
 
-class Progress:
-    """Counts and rate on a stream: one line rewritten in place on a terminal, else a line
-    per update."""
+def _progress(what: str, unit: str) -> tqdm[Any]:
+    """A progress bar on stderr: counts, rate and time, on a terminal only (a log or a
+    pipe gets the final line on stdout and nothing else)."""
+    from tqdm import tqdm
 
-    def __init__(self, stream: TextIO, what: str) -> None:
-        self.stream = stream
-        self.what = what
-        self.tty = stream.isatty()
-        self.start = time.monotonic()
-        self.shown = False
-
-    def __call__(self, done: int, step: int) -> None:
-        elapsed = time.monotonic() - self.start
-        rate = done / elapsed if elapsed > 0 else 0.0
-        line = f"{self.what} {done:,} (+{step:,}), {rate:,.1f}/s, {elapsed:.1f}s"
-        self.stream.write(f"\r\033[K{line}" if self.tty else f"{line}\n")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.tty and self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
+    return tqdm(desc=what, unit=f" {unit}", file=sys.stderr, disable=None, dynamic_ncols=True)
 
 
 # ------------------------------------------------------------------ connections
@@ -635,16 +702,52 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_embed_pending(args: argparse.Namespace) -> int:
     embedder = _embedder(args)
-    progress = Progress(sys.stderr, "embedded")
     started = time.monotonic()
-    try:
-        with _memory(args, embedder) as mem:
-            written = mem.embed_pending(batch=args.batch, on_batch=progress)
-    finally:
-        progress.close()
+    with _memory(args, embedder) as mem, _progress("embedded", "memories") as bar:
+        written = mem.embed_pending(
+            batch=args.batch, on_batch=lambda done, _rows: bar.update(done - bar.n)
+        )
     seconds = round(time.monotonic() - started, 3)
     _emit(args, f"embedded {written}", {"embedded": written, "seconds": seconds})
     return 0
+
+
+def _extractor(args: argparse.Namespace) -> Any:
+    from .extractors import AnthropicExtractor, OpenAIExtractor
+
+    if args.base_url:
+        if not args.model:
+            _usage(args, "--base-url needs --model (the server's name for the model)")
+        return OpenAIExtractor(args.model, base_url=args.base_url)
+    return AnthropicExtractor(args.model or DEFAULT_MODEL)
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    from .calls import CAPTURE_STATUSES, CaptureSummary
+    from .embedders import LocalEmbedder
+
+    extractor = _extractor(args)
+    embedder = LocalEmbedder() if args.local_embedder else None
+    summary = CaptureSummary()
+    started = time.monotonic()
+
+    def progress(applied: int, captures: int) -> None:
+        bar.update(captures)
+        bar.set_postfix_str(f"applied {applied}, failed {summary.failures}")
+
+    with _memory(args, embedder) as mem, _progress("captured", "chats") as bar:
+        mem.capture_pending(extractor, batch=args.batch, on_batch=progress, summary=summary)
+    for error in summary.errors:
+        print(f"pgmemory: capture failed: {error}", file=sys.stderr)
+    counts = {k: getattr(summary, k) for k in (*CAPTURE_STATUSES, "dropped")}
+    _emit(
+        args,
+        f"captured {summary.captures}, failed {summary.failures}: {_counts(counts)}",
+        dataclasses.asdict(summary) | {"seconds": round(time.monotonic() - started, 3)},
+    )
+    # Failures are kept per chat and retried by the next run; a run where every
+    # capture failed (a model that never answers usably) is an error all the same.
+    return 1 if summary.failures and not summary.captures else 0
 
 
 def cmd_configure_embeddings(args: argparse.Namespace) -> int:
@@ -786,6 +889,70 @@ def cmd_install_extension(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp_identity(args: argparse.Namespace, option: str, env: str) -> uuid.UUID:
+    given: uuid.UUID | None = getattr(args, option)
+    if given is not None:
+        return given
+    text = os.environ.get(env, "")
+    if not text:
+        _usage(args, f"give --{option} UUID or set {env}")
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        _usage(args, f"{env} is not a UUID: {text!r}")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    org = _mcp_identity(args, "org", "PGMEMORY_ORG")
+    user = _mcp_identity(args, "user", "PGMEMORY_USER")
+    try:
+        from . import mcp_server
+    except ImportError as err:
+        if (err.name or "").partition(".")[0] not in ("mcp", "mcp_types", "uvicorn"):
+            raise
+        raise CliError("`pgmemory mcp` needs the mcp package: pip install 'pgmemory[mcp]'") from err
+    identity = mcp_server.Identity(org=org, user=user, ns=args.ns, chat_id=args.chat_id)
+    who = f"user {user} in organization {org}"
+    if args.http is not None and not _loopback(args.http[0]):
+        print(
+            f"pgmemory: warning: {args.http[0]} is not a loopback address and the server has"
+            f" no authentication: whoever reaches it acts as {who}. Put a proxy that"
+            " authenticates (and TLS) in front of it: docs/mcp.md",
+            file=sys.stderr,
+        )
+    dsn, embedder = _dsn(args), _embedder(args)
+
+    async def run() -> int:
+        async with mcp_server.open_server(dsn, identity, embedder) as served:
+            if args.check:
+                names = await mcp_server.tool_names(served)
+                doc = {"org": identity.org, "user": identity.user, "tools": names}
+                _emit(args, f"ready: {who}\ntools: {', '.join(names)}", doc)
+                return 0
+            if args.http is None:
+                print(f"pgmemory: MCP server on stdio for {who}", file=sys.stderr, flush=True)
+                await mcp_server.serve_stdio(served)
+                return 0
+            host, port = args.http
+
+            def ready(url: str) -> None:
+                print(f"pgmemory: MCP server at {url} for {who}", file=sys.stderr, flush=True)
+
+            await mcp_server.serve_http(served, mcp_server.listen(host, port), ready)
+            return 0
+
+    return asyncio.run(run())
+
+
 def _target(args: argparse.Namespace) -> psycopg.Connection[Any]:
     return psycopg.connect(args.target_dsn or _dsn(args))
 
@@ -870,6 +1037,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, str(err))
     except EmbedderError as err:
         return _fail(args, f"embedder: {err.message}")
+    except ExtractorError as err:
+        return _fail(args, f"extractor: {err.message}")
     except psycopg.Error as err:
         return _fail(args, _database_error(err), sqlstate=err.sqlstate)
     except KeyboardInterrupt:

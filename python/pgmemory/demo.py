@@ -8,11 +8,19 @@ facts an application extracted from the chat, embedded with LocalEmbedder
 and one superseded by a newer fact. Last, recall: the service indexes the
 messages of a first chat, and in a second chat the user's question finds them,
 with the current chat left out.
+
+Then the whole loop: capture turns the chats into facts (a scripted model by
+default; a real one with ANTHROPIC_API_KEY set, or `--base-url URL --model M`
+for an OpenAI-compatible server), a later chat contradicts a fact and capture
+supersedes it, a secret is refused, and a third chat starts with what
+`recall_context` and `instructions` give the model, and one tool call.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -21,10 +29,12 @@ from typing import Any
 import psycopg
 
 from . import server
-from .calls import FactHit, MessageHit
+from .calls import CaptureSummary, FactHit, MessageHit
 from .client import Memory
 from .embedders import LocalEmbedder
 from .errors import PgMemoryError
+from .extractors import ExtractionRequest, Extractor
+from .tools import MemoryTools
 
 ORG = uuid.UUID("00000000-0000-4000-8000-00000000000a")
 USER = uuid.UUID("00000000-0000-4000-8000-000000000001")
@@ -160,6 +170,108 @@ def _recall(service: Memory, user: Memory) -> None:
     _show_messages(user.recall.search(ORG, question, k=2))
 
 
+# ------------------------------------------------------------------ the whole loop
+
+
+class ScriptedModel:
+    """The demo's stand-in for a language model: the decisions a good model takes on
+    these chats, found by what the messages say. It sees what a real extractor sees
+    (the new messages, and the known facts under the numbers 1..n), no more."""
+
+    model = "scripted-demo-model"
+
+    def extract(self, request: ExtractionRequest) -> list[dict[str, Any]]:
+        text = " ".join(m["content"] for m in request.messages if m["role"] == "user")
+        ops: list[dict[str, Any]] = []
+        if "Kyoto in April" in text:
+            ops.append({"op": "add", "content": "Is planning a trip to Kyoto in April 2025"})
+        if "Marta" in text:
+            ops.append({"op": "add", "content": "Has a sister, Marta, who is vegetarian"})
+        if "Osaka instead" in text:
+            kyoto = next(n for n, f in enumerate(request.facts, 1) if "Kyoto" in f)
+            ops.append(
+                {
+                    "op": "supersede",
+                    "fact": kyoto,
+                    "content": "Is planning a trip to Osaka in April 2025;"
+                    " cancelled the Kyoto trip on 19 March 2025",
+                }
+            )
+            ops.append(
+                {"op": "add", "content": "Paid the Osaka hotel with card 4111 1111 1111 1111"}
+            )
+            ops.append({"op": "forget", "fact": 99})  # a number it was never shown
+        return ops
+
+    async def aextract(self, request: ExtractionRequest) -> list[dict[str, Any]]:
+        return self.extract(request)
+
+
+CHAT_3 = [
+    ("user", "Change of plans: yesterday I cancelled Kyoto, we're going to Osaka instead."),
+    ("assistant", "Osaka it is! Street food in Dotonbori is a must."),
+    ("user", "I paid the hotel with my card 4111 1111 1111 1111."),
+]
+CHAT_3_AT = datetime(2025, 3, 20, 8, 0, tzinfo=timezone.utc)
+CHAT_4 = "What should I pack for the trip?"
+
+
+def _capture(service: Memory, extractor: Extractor, title: str) -> None:
+    print(f"\n=== {title} ===")
+    summary = CaptureSummary()
+    applied = service.capture_pending(extractor, summary=summary)
+    print(
+        f"capture_pending: {applied} captures applied; saved {summary.saved},"
+        f" duplicate {summary.duplicate}, superseded {summary.superseded},"
+        f" forgotten {summary.forgotten}, refused as secret {summary.secret},"
+        f" dropped (unknown number) {summary.dropped}, failed {summary.failures}"
+    )
+
+
+def _show_facts(user: Memory) -> None:
+    # Oldest first; facts saved by one call share their created_at, so by content then.
+    listed = user.archival.list(ORG, forgotten=True)
+    for fact in sorted(listed, key=lambda f: (f.created_at, f.content)):
+        kept = user.archival.get(ORG, fact.id)
+        if kept["superseded_by"] is not None:
+            state = "superseded (kept, hidden)"
+        elif kept["forgotten_at"] is not None:
+            state = "forgotten (kept, hidden)"
+        else:
+            state = "live"
+        source = kept["source"] or {}
+        origin = f"  from {source['chat_id']} by {source['model']}" if "chat_id" in source else ""
+        print(f"  {state:<26} {kept['content']}{origin}")
+
+
+def _loop(service: Memory, user: Memory, extractor: Extractor) -> None:
+    print(f"\n=== The whole loop: capture with {extractor.model} ===")
+    print("index_message queued chat-1 and chat-2 for capture; a worker drains the queue:")
+    _capture(service, extractor, "Capture: chat-1 and chat-2 become facts")
+    _show_facts(user)
+    for n, (role, content) in enumerate(CHAT_3, 1):
+        message = {"id": f"m{n}", "chat_id": "chat-3", "owner_id": str(USER), "role": role}
+        at = CHAT_3_AT + timedelta(minutes=n)
+        service.recall.index(ORG, {**message, "content": content, "created_at": at})
+        print(f"  indexed  [chat-3 {role}] {content}")
+    _capture(service, extractor, "Capture: chat-3 contradicts a fact, and holds a secret")
+    _show_facts(user)
+
+    print(f"\n=== chat-4 starts: {CHAT_4!r}; what the model sees before the turn ===")
+    print("--- system prompt (Memory.instructions) ---")
+    print(user.instructions(ORG))
+    print("--- recall_context(query, exclude_chat='chat-4', facts=3, messages=2) ---")
+    options = {"exclude_chat": "chat-4", "facts": 3, "messages": 2}
+    for item in user.recall_context(ORG, CHAT_4, options=options):
+        if item.kind != "core":  # core memory is in the system prompt already
+            print(f"[{item.kind}] {item.content}")
+    tools = MemoryTools(service, ORG, user_id=USER, chat_id="chat-4")
+    print(f"\n=== The model's tools: {', '.join(t['name'] for t in tools.anthropic())} ===")
+    call = {"query": "Who is Marta?", "k": 1}
+    print(f"model → search_memory {json.dumps(call)}")
+    print(tools.call("search_memory", call))
+
+
 def _prepare_database(srv: server.EmbeddedServer) -> str:
     with psycopg.connect(srv.dsn(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
@@ -170,7 +282,24 @@ def _prepare_database(srv: server.EmbeddedServer) -> str:
     return dsn
 
 
-def main() -> None:
+def _extractor(argv: list[str] | None) -> Extractor:
+    parser = argparse.ArgumentParser(prog="python -m pgmemory.demo", description=__doc__)
+    parser.add_argument("--base-url", help="an OpenAI-compatible server for capture")
+    parser.add_argument("--model", help="the model to capture with")
+    args = parser.parse_args(argv)
+    if args.base_url:
+        from .extractors import OpenAIExtractor
+
+        return OpenAIExtractor(args.model or "gpt-4o-mini", base_url=args.base_url)
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        from .extractors._anthropic import DEFAULT_MODEL, AnthropicExtractor
+
+        return AnthropicExtractor(args.model or DEFAULT_MODEL)
+    return ScriptedModel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    extractor = _extractor(argv)
     data_dir = server.scratch_root() / "demo"
     print(f"Starting the embedded PostgreSQL in {data_dir} …")
     srv = server.start(data_dir, fresh=True)
@@ -239,6 +368,7 @@ def main() -> None:
                 print(f"{info.version:>3}  {info.bytes:>5} B  {info.path}")
             _archival(service, user)
             _recall(service, user)
+            _loop(service, user, extractor)
     finally:
         srv.stop()
         print(f"\nStopped the embedded server ({data_dir}).")

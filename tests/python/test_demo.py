@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
+import uuid
 
 
 def test_demo_session_prints_what_the_model_sees():
@@ -14,6 +18,8 @@ def test_demo_session_prints_what_the_model_sees():
         timeout=300,
         stdin=subprocess.DEVNULL,
         check=False,
+        # The scripted model: a real one only with a key (make demo on a developer's machine).
+        env={k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))},
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -97,4 +103,60 @@ def test_demo_session_prints_what_the_model_sees():
         "2. score 0.0323  similarity  0.389  [chat-1 user] I'm planning a trip to Kyoto in April"
         " to see the cherry blossoms.\n"
     ) in out
+    # The whole loop: capture (the scripted model: no API key in the test's environment),
+    # a contradiction superseded, a secret refused, an invented fact number dropped.
+    assert (
+        "=== The whole loop: capture with scripted-demo-model ===\n"
+        "index_message queued chat-1 and chat-2 for capture; a worker drains the queue:\n"
+        "\n=== Capture: chat-1 and chat-2 become facts ===\n"
+        "capture_pending: 2 captures applied; saved 2, duplicate 0, superseded 0, forgotten 0,"
+        " refused as secret 0, dropped (unknown number) 0, failed 0\n"
+    ) in out
+    assert (
+        "=== Capture: chat-3 contradicts a fact, and holds a secret ===\n"
+        "capture_pending: 1 captures applied; saved 0, duplicate 0, superseded 1, forgotten 0,"
+        " refused as secret 1, dropped (unknown number) 1, failed 0\n"
+        "  live                       Drinks green tea without sugar\n"
+        "  live                       Has a daughter named Ana\n"
+        "  live                       Is allergic to peanuts\n"
+        "  superseded (kept, hidden)  Works in the Lisbon office\n"
+        "  live                       Now works in the Porto office\n"
+        "  live                       Has a sister, Marta, who is vegetarian"
+        "  from chat-1 by scripted-demo-model\n"
+        "  superseded (kept, hidden)  Is planning a trip to Kyoto in April 2025"
+        "  from chat-1 by scripted-demo-model\n"
+        "  live                       Is planning a trip to Osaka in April 2025; cancelled the"
+        " Kyoto trip on 19 March 2025  from chat-3 by scripted-demo-model\n"
+    ) in out
+    assert "4111" not in out.split("holds a secret ===")[1].split("=== chat-4")[0].replace(
+        "[chat-3 user] I paid the hotel with my card 4111 1111 1111 1111.", ""
+    )
+    assert (
+        "--- system prompt (Memory.instructions) ---\n"
+        "You have a long-term memory of this user, kept across conversations.\n"
+    ) in out
+    assert (
+        "--- recall_context(query, exclude_chat='chat-4', facts=3, messages=2) ---\n"
+        "[fact] Is planning a trip to Osaka in April 2025; cancelled the Kyoto trip on"
+        " 19 March 2025\n"
+        "[fact] Drinks green tea without sugar\n"
+        "[fact] Has a sister, Marta, who is vegetarian\n"
+    ) in out
+    # The two messages tie in the fusion (first by vector, first by text): ties go by
+    # their ids, random per run.
+    recalled = out.split("[fact] Has a sister, Marta, who is vegetarian\n")[1].split("\n\n")[0]
+    assert sorted(recalled.splitlines()) == [
+        "[message] I'm planning a trip to Kyoto in April to see the cherry blossoms.",
+        "[message] Which restaurants should we try on our Japan trip?",
+    ]
+    tool = re.search(
+        r"=== The model's tools: memory, search_memory, save_memory, forget_memory,"
+        r" search_conversations ===\n"
+        r'model → search_memory \{"query": "Who is Marta\?", "k": 1\}\n(.*)\n',
+        out,
+    )
+    assert tool is not None, out
+    [memory] = json.loads(tool[1])["memories"]
+    assert memory["content"] == "Has a sister, Marta, who is vegetarian"
+    assert uuid.UUID(memory["id"]) and memory["created_at"].endswith("Z")
     assert "\033[" not in out  # no terminal escapes without a TTY

@@ -684,8 +684,24 @@ def restore_block(block: Block, docs: Docs, tmp_path: Path) -> None:
         docs.drop("newdb")
 
 
+def mcp_check_block(block: Block, docs: Docs, tmp_path: Path) -> None:
+    """mcp.md's first step: grant, then `pgmemory mcp --check`, with the output it shows."""
+    org, user = uuid.uuid4(), uuid.uuid4()
+    env = shell_env(
+        PGMEMORY_DSN=docs.dsn(docs.new_db(), SERVICE_LOGIN),
+        PGMEMORY_DATA=str(tmp_path / "no-server"),
+        ORG=str(org),
+        USER_ID=str(user),
+    )
+    done = run_sh(block, ROOT, env)
+    shown = BLOCKS[BLOCKS.index(block) + 1]
+    expected = shown.text.replace("<user>", str(user)).replace("<org>", str(org))
+    assert (done.stdout, done.stderr) == (expected, ""), block.id
+
+
 SHELL_RUNNERS: dict[tuple[str, str], Callable[[Block, Docs, Path], None]] = {
     ("docs/python-reference.md", 'pgmemory grant "$ORG" "$USER_ID"'): cli_block,
+    ("docs/mcp.md", 'pgmemory grant "$ORG" "$USER_ID"'): mcp_check_block,
     ("docs/operations.md", "pg_restore -d newdb --section=pre-data memory.dump"): restore_block,
 }
 

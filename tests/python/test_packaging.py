@@ -193,3 +193,4 @@ def test_pyproject_extras() -> None:
     assert dev >= LOCAL
     assert dev >= _resolved(project, "embedded")
     assert dev >= _resolved(project, "anthropic")
+    assert dev >= _resolved(project, "mcp")

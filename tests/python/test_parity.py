@@ -27,6 +27,7 @@ import pgmemory
 import pgmemory.anthropic
 import pgmemory.client
 import pgmemory.connection
+import pgmemory.tools
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "async_to_sync.py"
@@ -41,7 +42,7 @@ def _load_tool() -> ModuleType:
 
 
 tool = _load_tool()
-PUBLIC = [pgmemory, pgmemory.client, pgmemory.connection, pgmemory.anthropic]
+PUBLIC = [pgmemory, pgmemory.client, pgmemory.connection, pgmemory.anthropic, pgmemory.tools]
 # Bookkeeping of the class object, not its API.
 SKIP = {
     "__dict__",
@@ -136,6 +137,8 @@ def test_every_public_async_class_has_its_generated_sync_twin() -> None:
         "AsyncDocuments",
         "AsyncSource",
         "AsyncMemoryTool",
+        "AsyncMemoryTools",
+        "AsyncMemoryFunctionTool",
     } <= seen
 
 

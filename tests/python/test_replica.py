@@ -109,6 +109,7 @@ def _reads(client: Memory, fact_id: uuid.UUID) -> dict[str, object]:
         "list": [f.content for f in user.archival.list(ORG)],
         "stats": user.stats(ORG),
         "recall": [h.content for h in user.recall.search(ORG, "Porto office")],
+        "recall_context": [c.content for c in user.recall_context(ORG, "Porto office")],
         "export": sorted(f["content"] for f in user.export(ORG)["facts"]),
     }
 
@@ -139,6 +140,9 @@ def test_reads_go_to_the_standby_writes_to_the_primary(pair, servers):
              "content": "I moved to the Porto office"},
         )  # fmt: skip
         routed.documents.write("run-1", "plan.md", "step 1", expected_version=None)
+        # Under an operation id recall_context stores its answer: a write, so the primary's.
+        replayed = user.recall_context(ORG, "Porto office", options={"operation_id": "turn-1"})
+        assert [c.content for c in replayed][-1] == "I moved to the Porto office"
 
         after_on_primary = _reads(direct, second)
         assert after_on_primary["read"] == "v2\n"

@@ -19,6 +19,7 @@ DISTRIBUTION = {
     "facts": "organization_id",
     "messages": "organization_id",
     "captures": "organization_id",
+    "recall_replays": "organization_id",
     "documents": "scope_hash",  # the digest of scope_key
     "settings": None,
 }

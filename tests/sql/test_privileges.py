@@ -89,6 +89,7 @@ def test_no_table_is_reachable_by_other_roles(db):
         "messages",
         "namespaces",
         "permissions",
+        "recall_replays",
         "settings",
     ]
     for table in tables:

@@ -620,7 +620,7 @@ SABOTAGE = {
     "config table": (
         "UPDATE pg_extension SET extconfig = extconfig[2:], extcondition = extcondition[2:]"
         " WHERE extname = 'memory'",
-        "'memory.namespaces ', 'memory.permissions ', 'memory.settings ']}",
+        "'memory.namespaces ', 'memory.permissions ', 'memory.recall_replays ', 'memory.settings ']}",
     ),
     "check constraint": (
         "ALTER TABLE memory.files DROP CONSTRAINT files_version_check",

@@ -1,4 +1,5 @@
-"""`AsyncMemoryTool`: the anthropic SDK's memory tool on an `AsyncMemory`.
+"""`AsyncMemoryTool`: the anthropic SDK's memory tool on an `AsyncMemory`;
+`AsyncMemoryFunctionTool`: one of `AsyncMemoryTools`' other tools for the SDK's tool runner.
 
 See pgmemory.anthropic.
 """
@@ -7,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, ToolError
+from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, BetaAsyncBuiltinFunctionTool, ToolError
 
 from .._common import CLEARED, COMMANDS, command_fields
+from .._tools_common import anthropic_definition
 from ..errors import PgMemoryError
 
 if TYPE_CHECKING:
@@ -25,10 +27,12 @@ if TYPE_CHECKING:
         BetaMemoryTool20250818RenameCommand,
         BetaMemoryTool20250818StrReplaceCommand,
         BetaMemoryTool20250818ViewCommand,
+        BetaToolParam,
     )
 
     from ..calls import Org
     from .client import AsyncMemory
+    from .tools import AsyncMemoryTools
 
 
 class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
@@ -90,3 +94,25 @@ class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
         the `PgMemoryError` it is."""
         await self.memory.clear_files(self.org, self.ns)
         return CLEARED
+
+
+class AsyncMemoryFunctionTool(BetaAsyncBuiltinFunctionTool):
+    """One of `AsyncMemoryTools`' function tools (`search_memory`, `save_memory`,
+    `forget_memory`, `search_conversations`) for the anthropic SDK's tool runner.
+
+    The definition is the one `AsyncMemoryTools.anthropic()` sends; a call runs
+    `AsyncMemoryTools.call_result`, and a mistake of the model's reaches it as
+    `ToolError(text)`, so the runner sends that text with `is_error: true`."""
+
+    def __init__(self, tools: AsyncMemoryTools, name: str) -> None:
+        self.tools = tools
+        self._definition = anthropic_definition(name)
+
+    def to_dict(self) -> BetaToolParam:
+        return self._definition
+
+    async def call(self, input: object) -> BetaFunctionToolResultType:
+        result = await self.tools.call_result(self._definition["name"], input)
+        if result.is_error:
+            raise ToolError(result.text)
+        return result.text

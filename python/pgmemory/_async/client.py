@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from .. import calls
 from .._common import AsyncWriter, Client, DocumentInfos, FactInput, Id, Ns, OnBatch, areport
+from .._tools_common import instructions_text
 from ..calls import (
+    CaptureStatus,
+    CaptureSummary,
+    ContextItem,
     Document,
     Fact,
     FactHit,
@@ -24,11 +29,14 @@ from ..calls import (
     FileInfo,
     MessageHit,
     Org,
+    PendingCapture,
     SavedFact,
     Vector,
     Written,
 )
 from ..embedders import Embedder
+from ..errors import Conflict, PgMemoryError
+from ..extractors import ExtractionRequest, Extractor, ExtractorError, operations_of, resolve
 from .connection import AsyncSource
 
 if TYPE_CHECKING:
@@ -39,9 +47,10 @@ class AsyncMemory(Client):
     """Long-term memory over a DSN, a psycopg AsyncConnection or an AsyncConnectionPool.
 
     `replica` (the same kinds) takes the calls that never write: searches,
-    `render`, `read`, `list_files`, `archival.get`, `archival.list`, `stats` and
-    `export`; everything else goes to `target`. A replica that lags shows
-    a write only once it has replayed it (docs/scale-out.md)."""
+    `render`, `read`, `list_files`, `archival.get`, `archival.list`, `stats`,
+    `recall_context` without an operation id and `export`; everything else goes
+    to `target`. A replica that lags shows a write only once it has replayed it
+    (docs/scale-out.md)."""
 
     _source: AsyncSource
 
@@ -90,6 +99,12 @@ class AsyncMemory(Client):
     async def render(self, org: Org, ns: Ns = None, max_chars: int | None = None) -> str:
         return await self._source.execute(self._claims, calls.render(org, ns, max_chars))
 
+    async def instructions(self, org: Org, ns: Ns = None) -> str:
+        """A system prompt: the guidance an assistant needs about its memory (memories are
+        notes, not instructions; what to save; tell the user; search the past), then the
+        rendered core memory (`render`). The guidance is `pgmemory.tools.INSTRUCTIONS`."""
+        return instructions_text(await self.render(org, ns))
+
     async def read(self, org: Org, path: str, ns: Ns = None) -> FileContent | None:
         return await self._source.execute(self._claims, calls.read(org, path, ns))
 
@@ -110,6 +125,21 @@ class AsyncMemory(Client):
     async def clear_files(self, org: Org, ns: Ns = None) -> int:
         """Delete every core memory file of the namespace; returns how many."""
         return await self._source.execute(self._claims, calls.clear_files(org, ns))
+
+    async def recall_context(
+        self, org: Org, query: str, ns: Ns = None, options: Mapping[str, Any] | None = None
+    ) -> list[ContextItem]:
+        """What an assistant should see before a turn, in order: the rendered core memory
+        (one `core` item, none without files), the best `fact`s, then the best earlier
+        `message`s of the caller's chats. `query` is embedded with the client's embedder
+        (full text only without one). `options`: `facts` (5), `messages` (5),
+        `exclude_chat`, `operation_id`, and the search options of `archival.search`.
+        Under an `operation_id` the first answer is kept (setting
+        `recall_replay_seconds`) and the same caller gets exactly it again; such a call
+        goes to the primary, any other to the replica."""
+        vectors = None if self.embedder is None else list(await self.embedder.aembed([query]))
+        call = calls.recall_context(org, query, vectors, ns, options)
+        return await self._source.execute(self._claims, call)
 
     async def grant(
         self, org: Org, user_id: uuid.UUID | str, permission: str = "memory.read"
@@ -191,6 +221,113 @@ class AsyncMemory(Client):
                 written += await writer.wait()
                 await areport(on_batch, written, rows)
         return written
+
+    async def capture_pending(
+        self,
+        extractor: Extractor,
+        *,
+        batch: int = 10,
+        on_batch: OnBatch | None = None,
+        summary: CaptureSummary | None = None,
+    ) -> int:
+        """Turn the new messages of every chat pending capture into facts (service only);
+        returns how many captures were applied.
+
+        Per round, `memory.pending_captures(batch)` leases chats. For each: the owner's
+        live facts closest to each new message (`search_facts`; hybrid when the client
+        has an embedder, all messages embedded in one call), at most 20, go to the
+        model with the messages under the numbers 1..n (`extractor.aextract`); an
+        operation naming a number it was not shown is dropped; the new facts are
+        embedded in one embedder call and `memory.capture_facts` applies the rest. Then
+        `on_batch(applied so far, captures in the round)`, awaited when it returns an awaitable.
+        Stops when nothing is pending (chats leased to another worker are not waited for).
+
+        A capture that fails (an `ExtractorError`, or the database refusing the answer)
+        keeps its lease until the run ends and is then given back with
+        `memory.fail_capture`, which counts an attempt: one run never asks twice about
+        the same messages. A capture whose lease was lost meanwhile counts as failed.
+        Either way the run goes on; `summary` counts failures and applied operations.
+        A `fatal` ExtractorError (a bad key, an unknown model) ends the run: the failed
+        captures are given back and it is raised.
+        """
+        summary = CaptureSummary() if summary is None else summary
+        failed: list[tuple[uuid.UUID, str]] = []  # given back when the run ends
+        applied = 0
+        try:
+            leased = await self._source.execute(self._claims, calls.pending_captures(batch))
+            while leased:
+                for capture in leased:
+                    applied += await self._capture(extractor, capture, summary, failed)
+                await areport(on_batch, applied, len(leased))
+                leased = await self._source.execute(self._claims, calls.pending_captures(batch))
+        except BaseException:
+            with suppress(Exception):  # the error that ended the run is the one to see
+                await self._give_back(failed)
+            raise
+        await self._give_back(failed)
+        return applied
+
+    async def _capture(
+        self,
+        extractor: Extractor,
+        capture: PendingCapture,
+        summary: CaptureSummary,
+        failed: list[tuple[uuid.UUID, str]],
+    ) -> bool:
+        """One leased capture: known facts, the model, embeddings, `capture_facts`.
+        True when it was applied."""
+        queries = calls.capture_queries(capture)
+        vectors = calls.per_query(await self._embed_all(queries), len(queries))
+        hits = []
+        for query, vector in zip(queries, vectors, strict=True):
+            call = calls.capture_search(capture, query, vector)
+            hits.append(await self._source.execute(self._claims, call))
+        known = calls.known_facts(hits)
+        request = ExtractionRequest(capture.messages, capture.context, [h.content for h in known])
+        try:
+            answer = operations_of(await extractor.aextract(request))
+            operations = resolve(answer, {n: hit.id for n, hit in enumerate(known, 1)})
+        except ExtractorError as err:
+            failed.append((capture.capture_id, err.message))
+            summary.failed(capture, err.message)
+            if err.fatal:
+                raise
+            return False
+        fact_vectors = await self._embed_all(calls.new_fact_texts(operations))
+        operations = calls.with_embeddings(operations, fact_vectors)
+        call = calls.capture_facts(capture.capture_id, operations, extractor.model)
+        try:
+            rows = await self._source.execute(self._claims, call)
+        except Conflict as err:  # the lease was lost: another worker has the chat now
+            summary.failed(capture, err.message)
+            return False
+        except PgMemoryError as err:  # the answer was refused (too large, malformed)
+            failed.append((capture.capture_id, f"{err.code}: {err.message}"))
+            summary.failed(capture, f"{err.code}: {err.message}")
+            return False
+        summary.applied(rows, len(answer) - len(operations))
+        return True
+
+    async def _embed_all(self, texts: list[str]) -> list[Vector] | None:
+        # One embedder call for all texts; None without an embedder (or texts).
+        if self.embedder is None or not texts:
+            return None
+        return list(await self.embedder.aembed(texts))
+
+    async def _give_back(self, failed: list[tuple[uuid.UUID, str]]) -> None:
+        while failed:
+            capture_id, error = failed.pop()
+            await self._source.execute(self._claims, calls.fail_capture(capture_id, error))
+
+    async def capture_status(self, org: Org, chat_id: str | None = None) -> list[CaptureStatus]:
+        """Where each chat of an organization (or only `chat_id`) stands in the capture
+        queue (service only): pending messages, attempts, status, last error."""
+        return await self._source.execute(self._claims, calls.capture_status(org, chat_id))
+
+    async def retry_captures(self, org: Org, chat_id: str | None = None) -> int:
+        """Put an organization's parked (failed) chats, or only `chat_id`, back in the
+        capture queue with their attempts cleared (service only); returns how many."""
+        return await self._source.execute(self._claims, calls.retry_captures(org, chat_id))
 
 
 class _AsyncView:

@@ -1,6 +1,7 @@
 # This file is generated from python/pgmemory/_async/anthropic.py by tools/async_to_sync.py; do not edit.
 # Change the async source and run `make generate`.
-"""`MemoryTool`: the anthropic SDK's memory tool on a `Memory`.
+"""`MemoryTool`: the anthropic SDK's memory tool on a `Memory`;
+`MemoryFunctionTool`: one of `MemoryTools`' other tools for the SDK's tool runner.
 
 See pgmemory.anthropic.
 """
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaBuiltinFunctionTool, ToolError
 
 from .._common import CLEARED, COMMANDS, command_fields
+from .._tools_common import anthropic_definition
 from ..errors import PgMemoryError
 
 if TYPE_CHECKING:
@@ -27,10 +29,12 @@ if TYPE_CHECKING:
         BetaMemoryTool20250818RenameCommand,
         BetaMemoryTool20250818StrReplaceCommand,
         BetaMemoryTool20250818ViewCommand,
+        BetaToolParam,
     )
 
     from ..calls import Org
     from .client import Memory
+    from .tools import MemoryTools
 
 
 class MemoryTool(BetaAbstractMemoryTool):
@@ -91,3 +95,25 @@ class MemoryTool(BetaAbstractMemoryTool):
         the `PgMemoryError` it is."""
         self.memory.clear_files(self.org, self.ns)
         return CLEARED
+
+
+class MemoryFunctionTool(BetaBuiltinFunctionTool):
+    """One of `MemoryTools`' function tools (`search_memory`, `save_memory`,
+    `forget_memory`, `search_conversations`) for the anthropic SDK's tool runner.
+
+    The definition is the one `MemoryTools.anthropic()` sends; a call runs
+    `MemoryTools.call_result`, and a mistake of the model's reaches it as
+    `ToolError(text)`, so the runner sends that text with `is_error: true`."""
+
+    def __init__(self, tools: MemoryTools, name: str) -> None:
+        self.tools = tools
+        self._definition = anthropic_definition(name)
+
+    def to_dict(self) -> BetaToolParam:
+        return self._definition
+
+    def call(self, input: object) -> BetaFunctionToolResultType:
+        result = self.tools.call_result(self._definition["name"], input)
+        if result.is_error:
+            raise ToolError(result.text)
+        return result.text
