@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.exceptions import best_match
+
+from .errors import PgMemoryError, SetupError
 
 if TYPE_CHECKING:
     from .calls import ContextItem, FactHit, MessageHit
@@ -290,6 +293,20 @@ class Mistake(Exception):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+
+
+def mistake_result(err: Exception) -> ToolResult | None:
+    """The result a model gets for an error that is its own mistake: a `Mistake`, a
+    memory error (an id that is no fact of the user), text the database cannot store (a
+    NUL character). None for any other error, which is raised: the database lacking the
+    extension (`SetupError`) or unreachable is nothing the model can change."""
+    if isinstance(err, Mistake):
+        return ToolResult(err.text, is_error=True)
+    if isinstance(err, PgMemoryError) and not isinstance(err, SetupError):
+        return ToolResult(err.message, is_error=True)
+    if isinstance(err, psycopg.DataError):
+        return ToolResult(err.diag.message_primary or str(err), is_error=True)
+    return None
 
 
 def check_input(name: object, value: object, tools: Sequence[str] = NAMES) -> dict[str, Any]:

@@ -38,9 +38,9 @@ from . import __version__
 from . import _tools_common as common
 from ._async.client import AsyncMemory
 from ._async.tools import AsyncMemoryTools
-from ._tools_common import Mistake, ToolResult
+from ._tools_common import ToolResult
 from .embedders import Embedder
-from .errors import PgMemoryError, SetupError
+from .errors import PgMemoryError
 
 NAME = "pgmemory"
 CORE_URI = "memory://core"
@@ -117,14 +117,10 @@ class MemoryServer:
         try:
             args = common.check_input(name, {} if arguments is None else arguments, TOOLS)
             return ToolResult(await self._recall(**args))
-        except Mistake as mistake:
-            return ToolResult(mistake.text, is_error=True)
-        except SetupError:
-            raise
-        except PgMemoryError as err:
-            return ToolResult(err.message, is_error=True)
-        except psycopg.DataError as err:  # text the database cannot store (a NUL)
-            return ToolResult(err.diag.message_primary or str(err), is_error=True)
+        except Exception as err:
+            if (result := common.mistake_result(err)) is None:
+                raise
+            return result
 
     async def _recall(self, query: str, facts: int, messages: int) -> str:
         options: dict[str, Any] = {"facts": facts, "messages": messages}

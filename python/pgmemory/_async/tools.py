@@ -8,11 +8,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
 from .. import _tools_common as common
-from .._tools_common import Mistake, ToolResult
-from ..errors import PgMemoryError, SetupError
+from .._tools_common import ToolResult
 
 if TYPE_CHECKING:
     from ..calls import Org
@@ -82,15 +79,10 @@ class AsyncMemoryTools:
             if name == "forget_memory":
                 return ToolResult(await self._forget_memory(**args))
             return ToolResult(await self._search_conversations(**args))
-        except Mistake as mistake:
-            return ToolResult(mistake.text, is_error=True)
-        except SetupError:
-            raise  # the database lacks the extension: nothing the model can change
-        except PgMemoryError as err:
-            return ToolResult(err.message, is_error=True)
-        except psycopg.DataError as err:
-            # Text the database cannot store (a NUL character): the model's input.
-            return ToolResult(err.diag.message_primary or str(err), is_error=True)
+        except Exception as err:
+            if (result := common.mistake_result(err)) is None:
+                raise
+            return result
 
     async def _search_memory(self, query: str, k: int) -> str:
         return common.memories(await self.memory.archival.search(self.org, query, self.ns, k))

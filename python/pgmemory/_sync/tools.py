@@ -10,11 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
 from .. import _tools_common as common
-from .._tools_common import Mistake, ToolResult
-from ..errors import PgMemoryError, SetupError
+from .._tools_common import ToolResult
 
 if TYPE_CHECKING:
     from ..calls import Org
@@ -84,14 +81,10 @@ class MemoryTools:
             if name == "forget_memory":
                 return ToolResult(self._forget_memory(**args))
             return ToolResult(self._search_conversations(**args))
-        except Mistake as mistake:
-            return ToolResult(mistake.text, is_error=True)
-        except SetupError:
-            raise
-        except PgMemoryError as err:
-            return ToolResult(err.message, is_error=True)
-        except psycopg.DataError as err:
-            return ToolResult(err.diag.message_primary or str(err), is_error=True)
+        except Exception as err:
+            if (result := common.mistake_result(err)) is None:
+                raise
+            return result
 
     def _search_memory(self, query: str, k: int) -> str:
         return common.memories(self.memory.archival.search(self.org, query, self.ns, k))
