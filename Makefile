@@ -93,6 +93,7 @@ bench: install $(BENCH_STAMP)
 	$(PY) -m bench.core --quick
 	$(PY) -m bench.view --quick
 	$(PY) -m bench.capture --quick
+	$(PY) -m bench.client --quick
 	$(PY) -m bench.report --quick
 
 .PHONY: bench-full
@@ -104,6 +105,7 @@ bench-full: install $(BENCH_STAMP)
 	$(PY) -m bench.core
 	$(PY) -m bench.view
 	$(PY) -m bench.capture
+	$(PY) -m bench.client
 	$(PY) -m bench.report
 
 clean:

@@ -21,10 +21,12 @@ from typing import Any
 from bench._common import RESULTS_DIR, ROOT, Result, fill
 
 DOC = ROOT / "docs" / "benchmarks.md"
-# Search at scale, core memory, dedupe, capture, LoCoMo, embedding, long-file views.
+# Search at scale, core memory, the client's cost per call, dedupe, capture, LoCoMo,
+# embedding, long-file views.
 MODULES = {
     "search": "Filtered hybrid search at scale",
     "core": "Core memory",
+    "client": "The client's cost per call",
     "dedupe": "Saving with dedupe",
     "capture": "Capture",
     "locomo": "Retrieval quality on LoCoMo",
@@ -50,6 +52,7 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 # or one at a time (--quick: the small version)
 .venv/bin/python -m bench.search [--quick]   # filtered hybrid search at scale
 .venv/bin/python -m bench.core   [--quick]   # memory.run vs the local memory tool
+.venv/bin/python -m bench.client [--quick]   # a client call vs the same SQL by hand
 .venv/bin/python -m bench.dedupe [--quick]   # save_facts vs client-side loops
 .venv/bin/python -m bench.capture [--quick]  # the capture queue vs save_facts, 8 workers draining
 .venv/bin/python -m bench.locomo [--quick]   # LoCoMo R@1/5/10

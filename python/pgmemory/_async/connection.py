@@ -16,8 +16,12 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
 from .._common import SET_CLAIMS, closed_error
-from ..calls import Call, T
+from ..calls import Call, Rows, T
 from ..errors import translate
+
+IDLE = psycopg.pq.TransactionStatus.IDLE
+PIPELINE = psycopg.capabilities.has_pipeline()  # libpq 14 or later
+COMMIT = "COMMIT"
 
 # Connections whose pgvector adapters have been looked up (once per connection).
 _prepared: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -90,20 +94,71 @@ class AsyncSource:
             return await self._replica.execute(claims, call)
         login = None
         try:
-            async with (
-                self.connection() as conn,
-                conn.transaction(),
-                conn.cursor() as cur,
-            ):
+            async with self.connection() as conn:
                 login = conn.info.user
                 await _prepare(conn)
-                if claims is not None:
-                    await cur.execute(SET_CLAIMS, (claims,))
-                await cur.execute(call.sql, call.params)
-                rows = await cur.fetchall()
+                if PIPELINE and conn.info.transaction_status == IDLE:
+                    rows = await _pipelined(conn, claims, call)
+                else:
+                    rows = await _in_transaction(conn, claims, call)
         except psycopg.Error as exc:
             err = translate(exc, login)
             if err is exc:
                 raise
             raise err from exc
         return call.shape(rows)
+
+
+async def _pipelined(conn: psycopg.AsyncConnection[Any], claims: str | None, call: Call[T]) -> Rows:
+    """BEGIN, the claims, the call and COMMIT in one round trip: in psycopg's pipeline
+    mode they all go out, then one Sync, and only then does the client wait.
+    (`conn.transaction()` syncs the pipeline at its start and its end, and so does the
+    BEGIN psycopg sends itself outside autocommit: we send ours, in autocommit.)"""
+    autocommit = conn.autocommit
+    if not autocommit:
+        await conn.set_autocommit(True)  # on an idle connection: no I/O
+    try:
+        async with conn.cursor() as cur:
+            async with conn.pipeline():
+                await conn.execute(_begin(conn))
+                if claims is not None:
+                    await conn.execute(SET_CLAIMS, (claims,))
+                await cur.execute(call.sql, call.params)
+                await conn.execute(COMMIT)
+            # The pipeline has ended (synced): the call's rows are in.
+            return await cur.fetchall()
+    except BaseException:
+        # A failed statement aborts the rest up to the Sync and leaves the transaction
+        # (and its claims) open: end it before anyone else uses the connection.
+        if not conn.closed and conn.info.transaction_status != IDLE:
+            with suppress(psycopg.Error):
+                await conn.rollback()
+        raise
+    finally:
+        if not autocommit:
+            with suppress(psycopg.Error):  # fails only on a lost connection
+                await conn.set_autocommit(False)
+
+
+def _begin(conn: psycopg.AsyncConnection[Any]) -> bytes:
+    """The BEGIN `conn.transaction()` would send: with the connection's settings."""
+    parts = [b"BEGIN"]
+    if conn.isolation_level is not None:
+        parts += [b"ISOLATION LEVEL", conn.isolation_level.name.replace("_", " ").encode()]
+    if conn.read_only is not None:
+        parts.append(b"READ ONLY" if conn.read_only else b"READ WRITE")
+    if conn.deferrable is not None:
+        parts.append(b"DEFERRABLE" if conn.deferrable else b"NOT DEFERRABLE")
+    return b" ".join(parts)
+
+
+async def _in_transaction(
+    conn: psycopg.AsyncConnection[Any], claims: str | None, call: Call[T]
+) -> Rows:
+    """The call in `conn.transaction()`, a statement at a time: a savepoint inside the
+    caller's open transaction (or, with a libpq older than 14, its own transaction)."""
+    async with conn.transaction(), conn.cursor() as cur:
+        if claims is not None:
+            await cur.execute(SET_CLAIMS, (claims,))
+        await cur.execute(call.sql, call.params)
+        return await cur.fetchall()

@@ -18,9 +18,12 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from .._common import SET_CLAIMS, closed_error
-from ..calls import Call, T
+from ..calls import Call, Rows, T
 from ..errors import translate
 
+IDLE = psycopg.pq.TransactionStatus.IDLE
+PIPELINE = psycopg.capabilities.has_pipeline()
+COMMIT = "COMMIT"
 _prepared: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -84,16 +87,66 @@ class Source:
             return self._replica.execute(claims, call)
         login = None
         try:
-            with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            with self.connection() as conn:
                 login = conn.info.user
                 _prepare(conn)
-                if claims is not None:
-                    cur.execute(SET_CLAIMS, (claims,))
-                cur.execute(call.sql, call.params)
-                rows = cur.fetchall()
+                if PIPELINE and conn.info.transaction_status == IDLE:
+                    rows = _pipelined(conn, claims, call)
+                else:
+                    rows = _in_transaction(conn, claims, call)
         except psycopg.Error as exc:
             err = translate(exc, login)
             if err is exc:
                 raise
             raise err from exc
         return call.shape(rows)
+
+
+def _pipelined(conn: psycopg.Connection[Any], claims: str | None, call: Call[T]) -> Rows:
+    """BEGIN, the claims, the call and COMMIT in one round trip: in psycopg's pipeline
+    mode they all go out, then one Sync, and only then does the client wait.
+    (`conn.transaction()` syncs the pipeline at its start and its end, and so does the
+    BEGIN psycopg sends itself outside autocommit: we send ours, in autocommit.)"""
+    autocommit = conn.autocommit
+    if not autocommit:
+        conn.set_autocommit(True)
+    try:
+        with conn.cursor() as cur:
+            with conn.pipeline():
+                conn.execute(_begin(conn))
+                if claims is not None:
+                    conn.execute(SET_CLAIMS, (claims,))
+                cur.execute(call.sql, call.params)
+                conn.execute(COMMIT)
+            return cur.fetchall()
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != IDLE:
+            with suppress(psycopg.Error):
+                conn.rollback()
+        raise
+    finally:
+        if not autocommit:
+            with suppress(psycopg.Error):
+                conn.set_autocommit(False)
+
+
+def _begin(conn: psycopg.Connection[Any]) -> bytes:
+    """The BEGIN `conn.transaction()` would send: with the connection's settings."""
+    parts = [b"BEGIN"]
+    if conn.isolation_level is not None:
+        parts += [b"ISOLATION LEVEL", conn.isolation_level.name.replace("_", " ").encode()]
+    if conn.read_only is not None:
+        parts.append(b"READ ONLY" if conn.read_only else b"READ WRITE")
+    if conn.deferrable is not None:
+        parts.append(b"DEFERRABLE" if conn.deferrable else b"NOT DEFERRABLE")
+    return b" ".join(parts)
+
+
+def _in_transaction(conn: psycopg.Connection[Any], claims: str | None, call: Call[T]) -> Rows:
+    """The call in `conn.transaction()`, a statement at a time: a savepoint inside the
+    caller's open transaction (or, with a libpq older than 14, its own transaction)."""
+    with conn.transaction(), conn.cursor() as cur:
+        if claims is not None:
+            cur.execute(SET_CLAIMS, (claims,))
+        cur.execute(call.sql, call.params)
+        return cur.fetchall()
