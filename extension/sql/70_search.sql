@@ -34,10 +34,16 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'options must be a JSON object');
     END IF;
     FOR key IN SELECT jsonb_object_keys(merged) LOOP
-        IF key NOT IN ('rrf_k', 'vector_weight', 'text_weight', 'min_similarity', 'created_after', 'created_before') THEN
+        IF key NOT IN ('rrf_k', 'vector_weight', 'text_weight', 'min_similarity', 'created_after', 'created_before',
+                       'ef_search') THEN
             PERFORM memory._fail('MEMORY_INVALID', format('unknown search option %L', key));
         END IF;
         CONTINUE WHEN key IN ('created_after', 'created_before');  -- checked below
+        IF key = 'ef_search' THEN  -- pgvector's own range is 1..1000; below 10 recall collapses
+            PERFORM memory._check_between('search option ef_search',
+                CASE WHEN memory._is_integer(merged -> key, 10, 1000) THEN (merged ->> key)::bigint END, 10, 1000);
+            CONTINUE;
+        END IF;
         IF key = 'min_similarity' THEN
             IF jsonb_typeof(merged -> key) <> 'number' OR (merged ->> key)::numeric NOT BETWEEN -1 AND 1 THEN
                 PERFORM memory._fail('MEMORY_INVALID', 'search option min_similarity must be a number from -1 to 1');
@@ -96,7 +102,8 @@ $$;
 
 -- The k rows nearest to `query` by cosine distance. A small set is scanned
 -- exactly ("+ 0" keeps the planner off the HNSW index, whose filtered scan
--- could return fewer rows); a large one goes through the index with the
+-- could return fewer rows; ORDER BY 2 sorts by the selected distance, so each
+-- is computed once, not again for the sort key); a large one goes through the index with the
 -- iterative scan the calling public function sets, then is sorted again
 -- (relaxed order). One query per table: the planner does not carry an
 -- index ordering through a UNION ALL. Static queries rather than one built
@@ -119,11 +126,11 @@ BEGIN
     exact := coalesce(exact, memory._small_set(kind, org, namespace_ids, exclude_chat));
     IF kind = 'fact' AND exact THEN
         RETURN QUERY
-        SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
+        SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0 AS d FROM memory.facts f
         WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
           AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
           AND (created IS NULL OR f.created_at <@ created)
-        ORDER BY (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, f.id LIMIT k;
+        ORDER BY 2, f.id LIMIT k;
     ELSIF kind = 'fact' THEN
         RETURN QUERY
         SELECT c.id, c.d FROM (
@@ -134,11 +141,11 @@ BEGIN
         ORDER BY c.d, c.id;
     ELSIF exact THEN
         RETURN QUERY
-        SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.messages m
+        SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query) + 0 AS d FROM memory.messages m
         WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
           AND m.chat_id IS DISTINCT FROM exclude_chat AND m.embedding IS NOT NULL
           AND (created IS NULL OR m.created_at <@ created)
-        ORDER BY (m.embedding OPERATOR(@extschema:vector@.<=>) query) + 0, m.id LIMIT k;
+        ORDER BY 2, m.id LIMIT k;
     ELSE
         RETURN QUERY
         SELECT c.id, c.d FROM (
@@ -233,9 +240,13 @@ DECLARE
     namespace_ids uuid[] := memory._resolve_many(org, ns);
     vec @extschema:vector@.vector := memory._embedding(query_embedding);
     terms tsquery := memory._any_lexeme(query);
-    least_similar float8 := (memory._search_options(options) ->> 'min_similarity')::float8;
+    opts jsonb := memory._search_options(options);
+    least_similar float8 := (opts ->> 'min_similarity')::float8;
 BEGIN
     PERFORM memory._check_between('k', k, 1, 1000);
+    IF opts ? 'ef_search' THEN  -- a SET LOCAL under the SET clause above: undone on return
+        PERFORM set_config('hnsw.ef_search', opts ->> 'ef_search', true);
+    END IF;
     RETURN QUERY
     SELECT f.id, f.content, r.score,
            1 - (f.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8,

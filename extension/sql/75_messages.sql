@@ -89,9 +89,13 @@ AS $$
 DECLARE
     own uuid := (memory._resolve(org, '{}', 'read')).id;
     vec @extschema:vector@.vector := memory._embedding(query_embedding);
-    least_similar float8 := (memory._search_options(options) ->> 'min_similarity')::float8;
+    opts jsonb := memory._search_options(options);
+    least_similar float8 := (opts ->> 'min_similarity')::float8;
 BEGIN
     PERFORM memory._check_between('k', k, 1, 100);
+    IF opts ? 'ef_search' THEN  -- as search_facts: undone on return
+        PERFORM set_config('hnsw.ef_search', opts ->> 'ef_search', true);
+    END IF;
     RETURN QUERY
     SELECT m.message_id, m.chat_id, m.role, m.content, r.score,
            1 - (m.embedding OPERATOR(@extschema:vector@.<=>) vec)::float8, m.created_at

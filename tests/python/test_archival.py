@@ -300,6 +300,36 @@ def test_search_fuses_vector_and_full_text(
     assert len(fake.calls) == calls_before
 
 
+def test_search_with_a_precomputed_query_embedding(
+    connect: Connect, service: Any, fake: FakeEmbedder, grant: Any, org: uuid.UUID
+) -> None:
+    """`query_embedding` replaces the embedder's vector (the embedder is not called), with
+    an embedder or without one; `ef_search` reaches the SQL and is checked there."""
+    user_id = grant()
+    user = service.as_user(user_id)
+    user.archival.save_extracted(org, [OFFICE, PEANUTS, TEA, CAR])
+    embedded = user.archival.search(org, Q_CAR)
+    calls_before = len(fake.calls)
+    given = user.archival.search(org, Q_CAR, query_embedding=TABLE[Q_CAR])
+    assert given == embedded
+    # The given vector ranks: CAR's own puts CAR first in both lists (similarity 1).
+    car = user.archival.search(
+        org, Q_CAR, query_embedding=np.array(TABLE[CAR], dtype=np.float32), k=1
+    )
+    assert [(h.content, h.score, h.similarity) for h in car] == [(CAR, 2 / 61, 1.0)]
+    plain = connect().as_user(user_id)
+    assert plain.archival.search(org, Q_CAR, query_embedding=TABLE[Q_CAR]) == embedded
+    deep = user.archival.search(
+        org, Q_CAR, query_embedding=TABLE[Q_CAR], options={"ef_search": 1000}
+    )
+    assert deep == embedded
+    with pytest.raises(
+        pgmemory.Invalid, match=r"^search option ef_search must be between 10 and 1000$"
+    ):
+        user.archival.search(org, Q_CAR, query_embedding=TABLE[Q_CAR], options={"ef_search": 5})
+    assert len(fake.calls) == calls_before
+
+
 # ------------------------------------------------------------------ forget, edit, isolation
 
 

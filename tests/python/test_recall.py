@@ -126,6 +126,51 @@ def test_search_own_messages_across_chats(
     assert [h.content for h in service.as_user(admin_id).recall.search(org, TEA)] == [TEA]
 
 
+def test_search_and_recall_context_with_a_precomputed_query_embedding(
+    connect: Connect, service: Any, fake: FakeEmbedder, grant: Any, org: uuid.UUID
+) -> None:
+    """`query_embedding` is used as given: no embedder call, with an embedder or without."""
+    user_id = grant()
+    for id, text, at in (("m1", OFFICE, T1), ("m2", SCHOOL, T2)):
+        assert service.recall.index(
+            org, message(user_id, "chat-1", id, "user", text, created_at=at)
+        )
+    user = service.as_user(user_id)
+    user.archival.save(org, TEA)
+    embedded = user.recall.search(org, QUESTION)
+    context = user.recall_context(org, QUESTION)
+    calls_before = len(fake.calls)
+    plain = connect().as_user(user_id)
+    for client in (user, plain):
+        assert client.recall.search(org, QUESTION, query_embedding=TABLE[QUESTION]) == embedded
+        assert client.recall_context(org, QUESTION, query_embedding=TABLE[QUESTION]) == context
+    # The given vector ranks: SCHOOL's own puts it first by vector (OFFICE wins on text).
+    school = user.recall.search(org, QUESTION, query_embedding=TABLE[SCHOOL])
+    assert [(h.content, h.score, h.similarity) for h in school] == [
+        (OFFICE, 1 / 62 + 1 / 61, 0.0),
+        (SCHOOL, 1 / 61, 1.0),
+    ]
+    assert [(i.kind, i.content) for i in context] == [
+        ("fact", TEA),
+        ("message", OFFICE),
+        ("message", SCHOOL),
+    ]
+    deep = {"ef_search": 10}
+    assert user.recall.search(org, QUESTION, query_embedding=TABLE[QUESTION], options=deep) == (
+        embedded
+    )
+    assert user.recall_context(org, QUESTION, options=deep, query_embedding=TABLE[QUESTION]) == (
+        context
+    )
+    with pytest.raises(
+        pgmemory.Invalid, match=r"^search option ef_search must be between 10 and 1000$"
+    ):
+        user.recall_context(
+            org, QUESTION, options={"ef_search": 1001}, query_embedding=TABLE[QUESTION]
+        )
+    assert len(fake.calls) == calls_before
+
+
 def test_temporary_chats_store_nothing(
     service: Any, fake: FakeEmbedder, db: psycopg.Connection, grant: Any, org: uuid.UUID
 ) -> None:

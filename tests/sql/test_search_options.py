@@ -1,10 +1,12 @@
-"""Search options that cut hits: min_similarity, created_after, created_before."""
+"""Search options that cut hits (min_similarity, created_after, created_before) and the
+index's search depth (ef_search)."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.support import Failure, user_claims
 
@@ -94,6 +96,11 @@ def test_the_options_apply_to_messages_too(service, as_, org):
             {"created_after": "2025-06-01", "created_before": "2025-05-01"},
             "search option created_after must not be later than created_before",
         ),
+        ({"ef_search": 9}, "search option ef_search must be between 10 and 1000"),
+        ({"ef_search": 1001}, "search option ef_search must be between 10 and 1000"),
+        ({"ef_search": 40.5}, "search option ef_search must be between 10 and 1000"),
+        ({"ef_search": "40"}, "search option ef_search must be between 10 and 1000"),
+        ({"ef_search": None}, "search option ef_search must be between 10 and 1000"),
     ],
 )
 def test_bad_options_are_refused(facts, org, options, message):
@@ -113,3 +120,46 @@ def test_min_similarity_with_halfvec_embeddings(service, org):
         )
     close = service.rows(FACTS, org, "Lisbon", [1, 0, 0, 0], OWNER, {"min_similarity": 0.5})
     assert [r[0] for r in close] == ["Lives in Lisbon"]
+
+
+def test_ef_search_lasts_for_the_call_only(facts, as_, org):
+    """Through the index (exact_search_max_rows 0) at depths 10 and 1000: the default's rows;
+    the caller's own hnsw.ef_search is back after each search, in the same transaction."""
+    facts.value("SELECT memory.configure('exact_search_max_rows', '0')")
+    facts.rows("SELECT memory.grant(%s, %s, 'memory.read')", org, OWNER_ID)
+    message = {"id": "m1", "chat_id": "c", "owner_id": OWNER_ID, "role": "user"}
+    facts.value(
+        "SELECT memory.index_message(%s, %s, %s::real[])",
+        org,
+        {**message, "content": "Lisbon by train"},
+        [1, 0, 0, 0],
+    )
+    lisbon = ["Lives in Lisbon", "Lisbon is sunny", "Works in Lisbon", "Moved away from Lisbon"]
+    searches = [
+        (FACTS, [org, "Lisbon", [1, 0, 0, 0], Jsonb({})], lisbon),
+        (MESSAGES, [org, "Lisbon", [1, 0, 0, 0]], ["Lisbon by train"]),
+        (
+            "SELECT content FROM memory.recall_context(%s, %s, %s::real[], '{}', %s)",
+            [org, "Lisbon", [1, 0, 0, 0]],
+            [*lisbon, "Lisbon by train"],
+        ),
+    ]
+    me = as_(user_claims(OWNER_ID))
+    with me.conn.transaction(), me.conn.cursor() as cur:
+        cur.execute("SELECT set_config('request.jwt.claims', %s, true)", (me.claims,))
+        cur.execute("SET LOCAL hnsw.ef_search = 123")
+        for query, params, expected in searches:
+            cur.execute(query, [*params, Jsonb({})])
+            default = [r[0] for r in cur.fetchall()]  # equal text ranks: their order is by id
+            assert sorted(default) == sorted(expected)
+            for depth in (10, 1000):
+                cur.execute(query, [*params, Jsonb({"ef_search": depth})])
+                assert [r[0] for r in cur.fetchall()] == default, (query, depth)
+                cur.execute("SELECT current_setting('hnsw.ef_search')")
+                assert cur.fetchone() == ("123",)
+    assert me.value("SELECT current_setting('hnsw.ef_search')") == "40"  # pgvector's default
+    refused = Failure(
+        "22023", "MEMORY_INVALID", "search option ef_search must be between 10 and 1000"
+    )
+    for query, params, _ in searches:
+        assert me.fails(query, *params, {"ef_search": 0}) == refused

@@ -127,7 +127,13 @@ class AsyncMemory(Client):
         return await self._source.execute(self._claims, calls.clear_files(org, ns))
 
     async def recall_context(
-        self, org: Org, query: str, ns: Ns = None, options: Mapping[str, Any] | None = None
+        self,
+        org: Org,
+        query: str,
+        ns: Ns = None,
+        options: Mapping[str, Any] | None = None,
+        *,
+        query_embedding: Vector | None = None,
     ) -> list[ContextItem]:
         """What an assistant should see before a turn, in order: the rendered core memory
         (one `core` item, none without files), the best `fact`s, then the best earlier
@@ -136,8 +142,14 @@ class AsyncMemory(Client):
         `exclude_chat`, `operation_id`, and the search options of `archival.search`.
         Under an `operation_id` the first answer is kept (setting
         `recall_replay_seconds`) and the same caller gets exactly it again; such a call
-        goes to the primary, any other to the replica."""
-        vectors = None if self.embedder is None else list(await self.embedder.aembed([query]))
+        goes to the primary, any other to the replica. `query_embedding`: the query's
+        vector, computed already (the embedder is not called)."""
+        if query_embedding is not None:
+            vectors: list[Vector] | None = [query_embedding]
+        elif self.embedder is None:
+            vectors = None
+        else:
+            vectors = list(await self.embedder.aembed([query]))
         call = calls.recall_context(org, query, vectors, ns, options)
         return await self._source.execute(self._claims, call)
 
@@ -344,6 +356,12 @@ class _AsyncView:
             return None
         return list(await embedder.aembed(texts))
 
+    async def _embed_query(self, query: str, query_embedding: Vector | None) -> list[Vector] | None:
+        # A precomputed vector is used as it is: no embedder call.
+        if query_embedding is not None:
+            return [query_embedding]
+        return await self._embed([query])
+
     async def _execute(self, call: calls.Call[calls.T]) -> calls.T:
         return await self._client._source.execute(self._client._claims, call)
 
@@ -392,14 +410,19 @@ class AsyncArchival(_AsyncView):
         ns: Ns | Sequence[dict[str, Any]] = None,
         k: int = 10,
         options: Mapping[str, Any] | None = None,
+        *,
+        query_embedding: Vector | None = None,
     ) -> list[FactHit]:
         """The k best live facts for `query` (hybrid; full text only without an embedder).
 
         `ns`: one namespace or a list of them. `options`: `rrf_k`,
         `vector_weight`, `text_weight`, `min_similarity`, `created_after`,
-        `created_before`. A hit's `score` only orders the hits.
+        `created_before`, `ef_search`. A hit's `score` only orders the hits.
+        `query_embedding`: the query's vector, computed already (the embedder is
+        not called).
         """
-        call = calls.search_facts(org, query, await self._embed([query]), ns, k, options)
+        vectors = await self._embed_query(query, query_embedding)
+        call = calls.search_facts(org, query, vectors, ns, k, options)
         return await self._execute(call)
 
     async def forget(self, org: Org, id: Id, superseded_by: Id | None = None) -> None:
@@ -457,10 +480,12 @@ class AsyncRecall(_AsyncView):
         exclude_chat: str | None = None,
         k: int = 5,
         options: Mapping[str, Any] | None = None,
+        *,
+        query_embedding: Vector | None = None,
     ) -> list[MessageHit]:
         """The caller's k closest earlier messages, leaving out the chat `exclude_chat`
-        (the current one). `options` as for `archival.search`."""
-        vectors = await self._embed([query])
+        (the current one). `options` and `query_embedding` as for `archival.search`."""
+        vectors = await self._embed_query(query, query_embedding)
         call = calls.search_messages(org, query, vectors, exclude_chat, k, options)
         return await self._execute(call)
 
