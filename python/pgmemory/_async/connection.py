@@ -119,12 +119,25 @@ async def _pipelined(conn: psycopg.AsyncConnection[Any], claims: str | None, cal
         await conn.set_autocommit(True)  # on an idle connection: no I/O
     try:
         async with conn.cursor() as cur:
-            async with conn.pipeline():
-                await conn.execute(_begin(conn))
-                if claims is not None:
-                    await conn.execute(SET_CLAIMS, (claims,))
-                await cur.execute(call.sql, call.params)
-                await conn.execute(COMMIT)
+            # The server's error may come back while the statements are still being sent:
+            # kept, and raised once the pipeline has ended, not raised inside it (psycopg
+            # would then log the aborted rest as an error it ignored).
+            early: psycopg.Error | None = None
+            try:
+                async with conn.pipeline():
+                    try:
+                        await conn.execute(_begin(conn))
+                        if claims is not None:
+                            await conn.execute(SET_CLAIMS, (claims,))
+                        await cur.execute(call.sql, call.params)
+                        await conn.execute(COMMIT)
+                    except psycopg.Error as exc:
+                        early = exc
+            except psycopg.errors.PipelineAborted:
+                if early is None:
+                    raise
+            if early is not None:
+                raise early
             # The pipeline has ended (synced): the call's rows are in.
             return await cur.fetchall()
     except BaseException:

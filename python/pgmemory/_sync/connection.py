@@ -112,12 +112,22 @@ def _pipelined(conn: psycopg.Connection[Any], claims: str | None, call: Call[T])
         conn.set_autocommit(True)
     try:
         with conn.cursor() as cur:
-            with conn.pipeline():
-                conn.execute(_begin(conn))
-                if claims is not None:
-                    conn.execute(SET_CLAIMS, (claims,))
-                cur.execute(call.sql, call.params)
-                conn.execute(COMMIT)
+            early: psycopg.Error | None = None
+            try:
+                with conn.pipeline():
+                    try:
+                        conn.execute(_begin(conn))
+                        if claims is not None:
+                            conn.execute(SET_CLAIMS, (claims,))
+                        cur.execute(call.sql, call.params)
+                        conn.execute(COMMIT)
+                    except psycopg.Error as exc:
+                        early = exc
+            except psycopg.errors.PipelineAborted:
+                if early is None:
+                    raise
+            if early is not None:
+                raise early
             return cur.fetchall()
     except BaseException:
         if not conn.closed and conn.info.transaction_status != IDLE:
