@@ -18,11 +18,9 @@ import struct
 import subprocess
 import sys
 import termios
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from psycopg.types.json import Jsonb
 from pgmemory import Memory, install
 from pgmemory import cli as pgmemory_cli
 from pgmemory import server as embedded
+from tests.python.scripted_models import ScriptedServer, scripted
 
 PGMEMORY = Path(sys.executable).with_name("pgmemory")  # the console script of pyproject
 CREATE_A = {"command": "create", "path": "/memories/a.md", "file_text": "hello\nworld\n"}
@@ -470,37 +469,18 @@ def test_embed_pending_errors(cli: Cli, dsn: str, org: uuid.UUID, user: uuid.UUI
 
 
 @pytest.fixture
-def fake_openai() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A /v1/embeddings on 127.0.0.1 answering 4-dimensional vectors: (base URL, requests)."""
-    requests: list[dict[str, Any]] = []
+def fake_openai() -> Iterator[ScriptedServer]:
+    """A /v1/embeddings on 127.0.0.1 answering 4-dimensional vectors (recording requests)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            requests.append({"path": self.path, **body})
-            data = [
-                {"object": "embedding", "index": i, "embedding": [1.0, float(len(t)), 0.0, 0.5]}
-                for i, t in enumerate(body["input"])
-            ]
-            payload = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def embeddings(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        data = [
+            {"object": "embedding", "index": i, "embedding": [1.0, float(len(t)), 0.0, 0.5]}
+            for i, t in enumerate(body["input"])
+        ]
+        return 200, {"object": "list", "data": data, "model": body["model"]}
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", requests
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with scripted(embeddings) as server:
+        yield server
 
 
 def test_embed_pending_with_an_openai_endpoint(
@@ -508,9 +488,9 @@ def test_embed_pending_with_an_openai_endpoint(
     dsn: str,
     org: uuid.UUID,
     user: uuid.UUID,
-    fake_openai: tuple[str, list[dict[str, Any]]],
+    fake_openai: ScriptedServer,
 ) -> None:
-    url, requests = fake_openai
+    url = f"{fake_openai.url}/v1"
     assert cli("configure-embeddings", "--dimensions", "4").out == "type=vector dimensions=4\n"
     ids = _save(dsn, org, user, LISBON, PEANUTS)
     openai = (
@@ -525,7 +505,7 @@ def test_embed_pending_with_an_openai_endpoint(
     )
     done = cli("embed-pending", *openai, "--json")
     assert (done.code, done.json()["embedded"]) == (0, 2)
-    assert [(r["path"], r["model"], r["input"]) for r in requests] == [
+    assert [(r.path, r.body["model"], r.body["input"]) for r in fake_openai.requests] == [
         ("/v1/embeddings", "fake-embed", [LISBON, PEANUTS])
     ]
     with Memory(dsn, service=True) as mem:
