@@ -89,11 +89,14 @@ bench: install $(BENCH_STAMP)
 	$(PY) -m bench.embed --quick
 	$(PY) -m bench.locomo --quick
 	$(PY) -m bench.search --quick
+	$(PY) -m bench.tenants --quick
 	$(PY) -m bench.dedupe --quick
+	$(PY) -m bench.bulk --quick
 	$(PY) -m bench.core --quick
 	$(PY) -m bench.view --quick
 	$(PY) -m bench.capture --quick
 	$(PY) -m bench.client --quick
+	$(PY) -m bench.load --quick
 	$(PY) -m bench.report --quick
 
 .PHONY: bench-full
@@ -101,11 +104,14 @@ bench-full: install $(BENCH_STAMP)
 	$(PY) -m bench.embed
 	$(PY) -m bench.locomo
 	$(PY) -m bench.search
+	$(PY) -m bench.tenants
 	$(PY) -m bench.dedupe
+	$(PY) -m bench.bulk
 	$(PY) -m bench.core
 	$(PY) -m bench.view
 	$(PY) -m bench.capture
 	$(PY) -m bench.client
+	$(PY) -m bench.load
 	$(PY) -m bench.report
 
 clean:

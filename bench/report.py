@@ -22,16 +22,19 @@ from bench._common import RESULTS_DIR, ROOT, Result, fill
 
 DOC = ROOT / "docs" / "benchmarks.md"
 # Search at scale, core memory, the client's cost per call, dedupe, capture, LoCoMo,
-# embedding, long-file views.
+# embedding, long-file views, everything at once under load.
 MODULES = {
     "search": "Filtered hybrid search at scale",
+    "tenants": "Huge tenants at the speed of their own index",
     "core": "Core memory",
     "client": "The client's cost per call",
     "dedupe": "Saving with dedupe",
+    "bulk": "Loading facts in bulk",
     "capture": "Capture",
     "locomo": "Retrieval quality on LoCoMo",
     "embed": "Embedding",
     "view": "Viewing long files",
+    "load": "Under load",
 }
 VERSIONS = {"postgresql": "PostgreSQL", "vector": "pgvector", "memory": "extension memory"}
 LATER = ("python", "numpy", "onnxruntime", "psycopg")  # machine keys listed after the versions
@@ -51,12 +54,15 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 
 # or one at a time (--quick: the small version)
 .venv/bin/python -m bench.search [--quick]   # filtered hybrid search at scale
+.venv/bin/python -m bench.tenants [--quick]  # huge tenants vs their own table's index
 .venv/bin/python -m bench.core   [--quick]   # memory.run vs the local memory tool
 .venv/bin/python -m bench.client [--quick]   # a client call vs the same SQL by hand
 .venv/bin/python -m bench.dedupe [--quick]   # save_facts vs client-side loops
+.venv/bin/python -m bench.bulk   [--quick]   # save_facts: binary vs JSON vectors, into 200,000 facts
 .venv/bin/python -m bench.capture [--quick]  # the capture queue vs save_facts, 8 workers draining
 .venv/bin/python -m bench.locomo [--quick]   # LoCoMo R@1/5/10
 .venv/bin/python -m bench.embed  [--quick]   # LocalEmbedder, embed_pending
+.venv/bin/python -m bench.load   [--quick]   # 16 clients, capture workers included, then the integrity check
 .venv/bin/python -m bench.report [--quick]   # this page, from bench/results/*.json
 ```
 

@@ -6,7 +6,7 @@ under server crashes, and `python -m bench.load` for 10 minutes (its
 throughput and latency in bench/results/load.json). Nothing here is timed or
 asserted on time: `Load` runs the clients, `Load.check()` returns the problems.
 
-Mixed clients (all but the embed workers) pick one operation at a time:
+Mixed clients (all but the embed and capture workers) pick one operation at a time:
 
 - core edits through `memory.run`: a unique token line inserted into a shared
   notes file, or one of their own tokens removed with `str_replace` (row-lock
@@ -20,12 +20,26 @@ Mixed clients (all but the embed workers) pick one operation at a time:
   threshold, some far), some without a vector, some repeating an earlier text;
 - fact searches and message searches (text + vector);
 - message indexing: new messages (with or without a vector), edits of earlier
-  ones, temporary ones;
+  ones, temporary ones; many user messages carry a marker ("remember: <token>")
+  that the capture workers turn into a fact;
 - document read-modify-write of shared counters, retried on
   MEMORY_DOCUMENT_CONFLICT.
 
 The embed workers loop over `pending_embeddings` / `set_memory_embeddings`
 with random unit vectors, as `Memory.embed_pending` does.
+
+The capture workers loop over `pending_captures` / `capture_facts` as
+`Memory.capture_pending` does, with a rule instead of a model: one `add` per
+leased user message with a marker (some with a vector), and now and then a
+`supersede` or `forget` of a fact captured earlier from the same chat (read
+from the database, as the real worker searches the owner's facts), an `add`
+repeating a known fact (`duplicate`), a secret (`secret`), a random or another
+owner's fact id (`unknown_fact`). Every status is predicted and compared.
+Some leases are given back (`fail_capture`), some answers are malformed
+(MEMORY_INVALID, then given back), some applied captures are sent again
+(MEMORY_CONFLICT), parked chats are retried; with `capture_lease_seconds`
+set short, some leases are held past their end and then applied
+(MEMORY_CONFLICT: lost).
 
 Every call is one transaction with the caller's claims, as the Python client
 makes it. Each client keeps a ledger of what was acknowledged (the call
@@ -41,10 +55,22 @@ exact. The integrity check then compares the database with the ledgers:
 - every acknowledged fact and message is present with its content, every
   acknowledged embedding is the one stored, temporary messages stored nothing;
 - no two live facts of one namespace have cosine similarity >= the dedupe
-  threshold.
+  threshold;
+- no chat was leased to two capture workers at once: per chat, no two lease
+  intervals overlap (each taken from the lease call's return to the release
+  call's start or the lease's end, whichever is first: inside the lease the
+  database held, so an overlap is a real one); no capture was applied twice,
+  no message version reached two applied captures;
+- every fact a capture acknowledged is stored with its content, owner,
+  chat and capture id, live unless an acknowledged operation superseded (then
+  with `superseded_by` the new fact) or forgot it; no other fact carries a
+  capture id and no other fact is forgotten.
 
-Expected errors (MEMORY_CONFLICT, MEMORY_DOCUMENT_CONFLICT) are retried and
-counted; any other error is unexpected and reported.
+Expected errors (MEMORY_CONFLICT, MEMORY_DOCUMENT_CONFLICT; the capture
+workers' MEMORY_CONFLICT of a lease that ran out or was applied, and their
+MEMORY_INVALID of a malformed answer) are retried or counted; any other error
+is unexpected and reported. So is a capture status that differs from the
+predicted one, and a MEMORY_CONFLICT on a lease that had not run out.
 """
 
 from __future__ import annotations
@@ -52,6 +78,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import re
 import statistics
 import threading
 import time
@@ -72,6 +99,9 @@ EXPECTED_HINTS = frozenset({"MEMORY_CONFLICT", "MEMORY_DOCUMENT_CONFLICT"})
 INTERRUPTED_STATES = frozenset({"57P01", "57P02", "57P03"})  # shutdown, crash, starting up
 DOC_SCOPE = "load/runtime"
 EMBED_MODEL = "load-random"
+CAPTURE_MODEL = "load-rule"
+MARKER = re.compile(r"remember: (\S+)")
+CLOCK_SLACK = 0.1  # seconds: the server's lease clock against ours (an overlap needs more)
 
 # Mixed clients: operation → weight.
 MIX: dict[str, int] = {
@@ -89,8 +119,15 @@ MIX: dict[str, int] = {
 
 @dataclass
 class Config:
-    clients: int = 16
+    clients: int = 16  # embed and capture workers included
     embed_workers: int = 2
+    capture_workers: int = 2
+    capture_batch: int = 4  # chats per pending_captures
+    capture_max_messages: int = 20
+    # Set (seconds), capture_lease_seconds is set to it and every 100th lease of a
+    # worker is held past its end before it is applied (a lost lease). The default
+    # (300 s) outlasts any reconnection: an interrupted apply is then read back exactly.
+    capture_lease_seconds: int | None = None
     seconds: float = 600.0
     users: int = 8
     files_per_user: int = 2
@@ -167,6 +204,34 @@ class OpStats:
 
 
 @dataclass
+class Lease:
+    """One chat leased by a capture worker, and what became of it."""
+
+    worker: int
+    capture_id: str
+    owner: uuid.UUID
+    chat: str
+    start: float  # monotonic: pending_captures returned (the lease began before)
+    expires: float  # the call's start + the lease: it lasts at least until then
+    messages: list[tuple[str, str, str]]  # (message id, role, content) handed out
+    end: float = float("inf")  # the release was sent (it ended after), else expires
+    outcome: str = "held"  # applied, failed (given back), lost, abandoned
+
+    def __post_init__(self) -> None:
+        self.end = min(self.end, self.expires)
+
+
+@dataclass
+class Planned:
+    """One operation of a capture answer and the statuses capture_facts may give it."""
+
+    op: dict[str, Any]
+    statuses: frozenset[str]
+    target: str | None = None  # the known fact a duplicate names
+    vector: np.ndarray | None = None
+
+
+@dataclass
 class Ledger:
     """What one client was told (or read back after an interruption)."""
 
@@ -186,6 +251,14 @@ class Ledger:
         default_factory=lambda: defaultdict(list)
     )  # id → vectors written
     document_increments: Counter[int] = field(default_factory=Counter)
+    leases: list[Lease] = field(default_factory=list)
+    captured: dict[str, tuple[uuid.UUID, str, str, str]] = field(
+        default_factory=dict
+    )  # fact id → (owner, chat, capture id, content): saved by an acknowledged capture
+    ended: dict[str, str | None] = field(
+        default_factory=dict
+    )  # fact id → the fact superseding it (None: forgotten), by an acknowledged capture
+    statuses: Counter[str] = field(default_factory=Counter)  # capture_facts statuses
     acknowledged: int = 0  # acknowledged writes
     in_doubt: int = 0  # interrupted calls, resolved by reading back
     resolved_applied: int = 0
@@ -229,6 +302,8 @@ class Client:
         self.chats: list[str] = []
         self.my_messages: list[tuple[str, str, int]] = []  # (chat, id, user)
         self.fact_texts: list[tuple[int, str]] = []  # (user, content) saved by us
+        self.leased = 0  # chats leased (capture workers): the rare fates go by this count
+        self.saved_by_me: list[tuple[uuid.UUID, str]] = []  # (owner, fact id) we captured
 
     # ---- connection and calls
 
@@ -303,7 +378,7 @@ class Client:
             self.errors.add(f"connect: {err}")
             return
         while not stop.is_set():
-            op = "embed" if self.role == "embed" else self.rng.choices(ops, weights)[0]
+            op = self.role if self.role != "mixed" else self.rng.choices(ops, weights)[0]
             started = time.perf_counter()
             try:
                 name = getattr(self, "op_" + op.replace(".", "_"))()
@@ -320,8 +395,10 @@ class Client:
             except Exception as err:  # a bug in the load itself is a failure too
                 self.errors.add(f"{op}: {type(err).__name__}: {err}")
                 continue
-            if name is None:  # nothing to do this time (embed worker idle)
+            if name is None:  # nothing to do this time (embed or capture worker idle)
                 stop.wait(0.05)
+                continue
+            if not name:  # the operation recorded its calls itself
                 continue
             stats = self.stats[name]
             stats.count += 1
@@ -652,14 +729,19 @@ class Client:
             f"message {self.seq} from client {self.index}: the user asked about "
             f"topic {self.rng.randrange(self.config.topics)} and {self.rng.random():.6f}"
         )
+        role = self.rng.choice(("user", "assistant"))
+        if role == "user" and self.rng.random() < 0.6:
+            content += f"; remember: {self.token()}"  # a fact for the capture workers
+        # No created_at: the server's now(), so a chat's messages follow the order they
+        # were indexed in (a fixed one would order them by random row id around the
+        # capture watermark, and most would fall behind it).
         message = {
             "id": msg_id,
             "chat_id": chat,
             "owner_id": str(self.world.users[user]),
-            "role": self.rng.choice(("user", "assistant")),
+            "role": role,
             "content": content,
             "temporary": temporary,
-            "created_at": "2025-01-01T00:00:00Z",
         }
         vector = unit(self.np_rng, self.config.dimensions) if self.rng.random() < 0.5 else None
         if vector is not None:
@@ -764,6 +846,324 @@ class Client:
     def incremented(self, doc: int) -> None:
         self.ledger.document_increments[doc] += 1
         self.ledger.acknowledged += 1
+
+    # ---- capture workers
+
+    def timed(self, name: str, started: float, rows: int = 0) -> None:
+        stats = self.stats[name]
+        stats.count += 1
+        stats.rows += rows
+        stats.latencies.append(time.perf_counter() - started)
+
+    def op_capture(self) -> str | None:
+        """One round: lease a few chats, then decide and apply (or give back) each."""
+        cfg = self.config
+        if self.rng.random() < 0.01:  # chats parked after capture_max_attempts failures
+            started = time.perf_counter()
+            self.call(SERVICE, "SELECT memory.retry_captures(%s)", self.world.org)
+            self.timed("capture.retry", started)
+        lease_for = cfg.capture_lease_seconds or 300
+        called, started = time.monotonic(), time.perf_counter()
+        rows = self.call(
+            SERVICE,
+            "SELECT capture_id, org, owner_id, chat_id, messages, context"
+            " FROM memory.pending_captures(%s, %s)",
+            cfg.capture_batch,
+            cfg.capture_max_messages,
+        )
+        got = time.monotonic()
+        self.timed("capture.lease", started, len(rows))
+        if not rows:
+            return None
+        leases = []
+        for capture_id, org, owner, chat, messages, _context in rows:
+            lease = Lease(
+                self.index,
+                str(capture_id),
+                owner,
+                chat,
+                got,
+                called + lease_for,
+                [(m["id"], m["role"], m["content"]) for m in messages],
+            )
+            self.ledger.leases.append(lease)
+            leases.append(lease)
+            if org != self.world.org or len(messages) > cfg.capture_max_messages or not messages:
+                self.errors.add(f"pending_captures: {org} {chat}: {len(messages)} messages")
+        held: list[tuple[Lease, list[Planned]]] = []
+        try:
+            for lease in leases:
+                self.leased += 1
+                slow = cfg.capture_lease_seconds is not None and self.leased % 100 == 20
+                plan = self.plan_capture(lease)
+                if slow:  # applied after the others, once the lease has run out
+                    held.append((lease, plan))
+                    continue
+                self.settle_capture(lease, plan)
+            for lease, plan in held:  # the server set its end before we got it
+                time.sleep(max(0.0, lease.start + lease_for - time.monotonic()) + 2 * CLOCK_SLACK)
+                self.apply_capture(lease, plan, expect_lost=True)
+        except Interrupted:  # the leases not reached stay held until they run out
+            for lease in leases:
+                if lease.outcome == "held":
+                    lease.outcome = "abandoned"
+            raise
+        return ""
+
+    def known_facts(self, lease: Lease) -> list[tuple[str, str]]:
+        """The live facts captured from this chat, oldest first (ours while we hold it)."""
+        started = time.perf_counter()
+        rows = self.call(
+            SERVICE,
+            "SELECT f.id, f.content FROM memory.facts f"
+            " JOIN memory.namespaces n ON n.organization_id = f.organization_id"
+            " AND n.id = f.namespace_id"
+            " WHERE f.organization_id = %s AND n.scope = 'user' AND n.owner_id = %s"
+            " AND f.forgotten_at IS NULL AND f.source ->> 'chat_id' = %s"
+            " ORDER BY f.created_at, f.id LIMIT 20",
+            self.world.org,
+            lease.owner,
+            lease.chat,
+        )
+        self.timed("capture.known", started, len(rows))
+        return [(str(i), c) for i, c in rows]
+
+    def plan_capture(self, lease: Lease) -> list[Planned]:
+        """The rule's answer: adds first (one save_facts run), then the others."""
+        live = dict(self.known_facts(lease))
+        plan: list[Planned] = []
+        dims = self.config.dimensions
+
+        def vector() -> np.ndarray | None:
+            return unit(self.np_rng, dims) if self.rng.random() < 0.3 else None
+
+        def with_vector(op: dict[str, Any], v: np.ndarray | None) -> dict[str, Any]:
+            return {**op, "embedding": as_list(v)} if v is not None else op
+
+        for msg_id, role, content in lease.messages:
+            found = MARKER.search(content)
+            if found is None or role != "user":
+                continue
+            fact = f"remembers {found.group(1)} (said in {lease.chat}, {msg_id})"
+            v = vector()
+            # A random vector is a duplicate of nothing, but dedupe is the server's call.
+            statuses = {"saved", "duplicate"} if v is not None else {"saved"}
+            plan.append(
+                Planned(
+                    with_vector({"op": "add", "content": fact}, v), frozenset(statuses), vector=v
+                )
+            )
+        if live and self.rng.random() < 0.1:
+            fact_id, content = self.rng.choice(sorted(live.items()))
+            plan.append(
+                Planned({"op": "add", "content": content}, frozenset({"duplicate"}), fact_id)
+            )
+        if self.leased % 20 == 5:
+            self.seq += 1
+            secret = f"the locker password: Zq{self.index}x{self.seq}w"
+            plan.append(Planned({"op": "add", "content": secret}, frozenset({"secret"})))
+        if live and self.rng.random() < 0.3:
+            old = self.rng.choice(sorted(live))
+            del live[old]
+            self.seq += 1
+            v = vector()
+            op = {"op": "supersede", "fact_id": old, "content": f"revised {self.index}.{self.seq}"}
+            plan.append(Planned(with_vector(op, v), frozenset({"superseded"}), old, v))
+        if live and self.rng.random() < 0.2:
+            old = self.rng.choice(sorted(live))
+            del live[old]
+            plan.append(Planned({"op": "forget", "fact_id": old}, frozenset({"forgotten"}), old))
+        if self.leased % 10 == 6:  # a fact id that is not a live fact of this owner
+            others = [f for o, f in self.saved_by_me[-200:] if o != lease.owner]
+            foreign = self.rng.choice(others) if others and self.rng.random() < 0.7 else None
+            foreign = foreign or str(uuid.uuid4())
+            if self.rng.random() < 0.5:
+                op = {"op": "forget", "fact_id": foreign}
+            else:
+                op = {"op": "supersede", "fact_id": foreign, "content": f"foreign {foreign}"}
+            plan.append(Planned(op, frozenset({"unknown_fact"}), foreign))
+        return plan
+
+    def settle_capture(self, lease: Lease, plan: list[Planned]) -> None:
+        n = self.leased
+        if n % 20 == 1:  # the model failed: given back, one attempt counted
+            self.fail_capture(lease, "load: the model failed")
+        elif n % 50 == 2:  # an answer the database refuses: nothing applied, given back
+            bad = [*(p.op for p in plan), {"op": "merge", "content": "x"}]
+            started = time.perf_counter()
+            try:
+                self.call(
+                    SERVICE,
+                    "SELECT * FROM memory.capture_facts(%s, %s, %s)",
+                    lease.capture_id,
+                    Jsonb(bad),
+                    CAPTURE_MODEL,
+                )
+            except psycopg.Error as err:
+                if err.diag.message_hint != "MEMORY_INVALID":
+                    raise
+                self.timed("capture.invalid", started)
+                self.fail_capture(lease, "load: a malformed answer")
+                return
+            self.errors.add(f"capture_facts applied a malformed answer: {bad}")
+        else:
+            self.apply_capture(lease, plan)
+            if lease.outcome == "applied" and n % 30 == 4:
+                self.reapply(lease)
+
+    def fail_capture(self, lease: Lease, error: str) -> None:
+        lease.end = min(lease.end, time.monotonic())
+        started = time.perf_counter()
+        sql = "SELECT memory.fail_capture(%s, %s)"
+        try:
+            released = self.value(SERVICE, sql, lease.capture_id, error)
+        except Interrupted:
+
+            def gone() -> bool:
+                return not self.call(
+                    SERVICE, "SELECT 1 FROM memory.captures WHERE capture_id = %s", lease.capture_id
+                )
+
+            lease.outcome = "abandoned"
+            self.settle("capture.fail", gone, lambda: setattr(lease, "outcome", "failed"))
+            return
+        self.timed("capture.fail", started)
+        if released is not True:
+            self.errors.add(f"fail_capture of a held lease {lease.capture_id} returned {released}")
+        lease.outcome = "failed"
+
+    def apply_capture(
+        self, lease: Lease, plan: list[Planned], *, expect_lost: bool = False
+    ) -> None:
+        sent = time.monotonic()
+        lease.end = min(lease.end, sent)
+        started = time.perf_counter()
+        try:
+            rows = self.call(
+                SERVICE,
+                "SELECT ord, op, id, fact_id, status FROM memory.capture_facts(%s, %s, %s)"
+                " ORDER BY ord",
+                lease.capture_id,
+                Jsonb([p.op for p in plan]),
+                CAPTURE_MODEL,
+            )
+        except Interrupted:
+            self.settle_apply(lease, plan)
+            return
+        except psycopg.Error as err:
+            returned = time.monotonic()
+            if err.diag.message_hint != "MEMORY_CONFLICT":
+                raise
+            lease.outcome = "lost"
+            self.timed("capture.lost", started)
+            # The lease lasts at least until lease.expires: a conflict before that
+            # means someone else had the chat, or had applied it.
+            if returned < lease.expires - CLOCK_SLACK:
+                self.errors.add(
+                    f"capture_facts: MEMORY_CONFLICT on {lease.capture_id}, a lease of"
+                    f" {lease.chat} with {lease.expires - returned:.1f} s left"
+                )
+            return
+        self.timed("capture.apply", started, len(rows))
+        if expect_lost:
+            self.errors.add(f"capture_facts applied {lease.capture_id} after its lease ran out")
+        self.record_capture(lease, plan, rows)
+
+    def record_capture(
+        self, lease: Lease, plan: list[Planned], rows: list[tuple[Any, ...]]
+    ) -> None:
+        lease.outcome = "applied"
+        self.ledger.acknowledged += 1
+        if [r[0] for r in rows] != list(range(1, len(plan) + 1)):
+            self.errors.add(f"capture_facts {lease.capture_id}: ords {[r[0] for r in rows]}")
+        for (ord_, op, new_id, fact_id, status), p in zip(rows, plan, strict=False):
+            self.ledger.statuses[status] += 1
+            if op != p.op["op"] or status not in p.statuses:
+                self.errors.add(
+                    f"capture_facts {lease.capture_id} operation {ord_} {op}: status {status},"
+                    f" expected {sorted(p.statuses)} ({p.op.get('content') or p.op.get('fact_id')})"
+                )
+                continue
+            if status == "duplicate" and p.target is not None and str(fact_id) != p.target:
+                self.errors.add(f"capture add duplicate of {fact_id}, expected {p.target}")
+            if status in ("saved", "superseded"):
+                key = str(new_id)
+                self.ledger.captured[key] = (
+                    lease.owner,
+                    lease.chat,
+                    lease.capture_id,
+                    p.op["content"],
+                )
+                self.saved_by_me.append((lease.owner, key))
+                if p.vector is not None:
+                    self.ledger.embeddings[key].append(p.vector)
+            if status == "superseded":
+                self.ledger.ended[str(fact_id)] = str(new_id)
+            elif status == "forgotten":
+                self.ledger.ended[str(fact_id)] = None
+
+    def settle_apply(self, lease: Lease, plan: list[Planned]) -> None:
+        """An interrupted capture_facts: applied iff our lease is gone (exact while it lasts)."""
+        what = f"capture_facts {lease.capture_id}"
+        rows: list[tuple[Any, ...]] = []
+        held = False
+
+        def applied() -> bool:
+            nonlocal held
+            held = bool(
+                self.call(
+                    SERVICE,
+                    "SELECT 1 FROM memory.captures WHERE capture_id = %s",
+                    lease.capture_id,
+                )
+            )
+            if held:
+                return False
+            if time.monotonic() >= lease.expires - CLOCK_SLACK:  # someone may hold it now
+                self.ledger.unresolved.append(f"{what}: its lease ran out before the read-back")
+                return False
+            found = dict(
+                self.call(
+                    SERVICE,
+                    "SELECT content, id FROM memory.facts WHERE organization_id = %s"
+                    " AND source ->> 'capture_id' = %s",
+                    self.world.org,
+                    lease.capture_id,
+                )
+            )
+            rows.clear()
+            for i, p in enumerate(plan):
+                kind, content = p.op["op"], p.op.get("content")
+                if content in found:  # an add saved, or a supersede's new fact
+                    status = "saved" if kind == "add" else "superseded"
+                else:  # what it was predicted to be, short of saving
+                    status = min(p.statuses - {"saved", "superseded"}, default="unknown_fact")
+                rows.append((i + 1, kind, found.get(content), p.target, status))
+            return True
+
+        lease.outcome = "abandoned"
+        self.settle(what, applied, lambda: self.record_capture(lease, plan, list(rows)))
+        if held:  # still ours: give it back
+            with contextlib.suppress(Interrupted):
+                self.fail_capture(lease, "load: interrupted")
+
+    def reapply(self, lease: Lease) -> None:
+        """An applied capture sent again changes nothing: MEMORY_CONFLICT."""
+        started = time.perf_counter()
+        try:
+            self.call(
+                SERVICE,
+                "SELECT * FROM memory.capture_facts(%s, %s, %s)",
+                lease.capture_id,
+                Jsonb([{"op": "add", "content": f"applied twice {lease.capture_id}"}]),
+                CAPTURE_MODEL,
+            )
+        except psycopg.Error as err:
+            if err.diag.message_hint != "MEMORY_CONFLICT":
+                raise
+            self.timed("capture.reapply", started)
+            return
+        self.errors.add(f"capture {lease.capture_id} was applied twice")
 
     # ---- embed workers
 
@@ -872,6 +1272,12 @@ class Load:
             # Returns at once when the embeddings already have this dimension.
             call(SERVICE, "SELECT memory.configure_embeddings(%s)", cfg.dimensions)
             threshold = float(call(SERVICE, "SELECT memory.setting('dedupe_threshold')")[0][0])
+            if cfg.capture_lease_seconds is not None:
+                call(
+                    SERVICE,
+                    "SELECT memory.configure('capture_lease_seconds', %s)",
+                    Jsonb(cfg.capture_lease_seconds),
+                )
             for user in users:
                 call(SERVICE, "SELECT memory.grant(%s, %s, 'memory.read')", org, user)
             for u, path in notes:
@@ -902,8 +1308,14 @@ class Load:
 
     def start(self) -> None:
         cfg = self.config
+        workers = cfg.embed_workers + cfg.capture_workers
+        assert cfg.clients > workers, "no mixed clients"
         self.clients = [
-            Client(self, i, "embed" if i < cfg.embed_workers else "mixed")
+            Client(
+                self,
+                i,
+                "embed" if i < cfg.embed_workers else "capture" if i < workers else "mixed",
+            )
             for i in range(cfg.clients)
         ]
         self.threads = [
@@ -940,11 +1352,12 @@ class Load:
             log.interruptions += c.errors.interruptions
         return log
 
-    def throughput(self) -> dict[str, dict[str, float]]:
+    def throughput(self, by_kind: bool = False) -> dict[str, dict[str, float]]:
+        """Per operation (`core.insert`), or per kind (`core`): ops, ops/s, latencies."""
         merged: dict[str, OpStats] = defaultdict(OpStats)
         for c in self.clients:
             for name, s in c.stats.items():
-                m = merged[name]
+                m = merged[name.split(".")[0] if by_kind else name]
                 m.count += s.count
                 m.retries += s.retries
                 m.rows += s.rows
@@ -963,6 +1376,20 @@ class Load:
                 "p99_ms": round(1000 * lat[int(0.99 * (len(lat) - 1))], 2),
             }
         return out
+
+    def captures(self) -> dict[str, Any]:
+        """What the capture workers did: leases by outcome, capture_facts statuses."""
+        leases = [x for c in self.clients for x in c.ledger.leases]
+        statuses: Counter[str] = Counter()
+        for c in self.clients:
+            statuses.update(c.ledger.statuses)
+        outcomes = Counter(x.outcome for x in leases)
+        return {
+            "leases": len(leases),
+            **{o: outcomes[o] for o in ("applied", "failed", "lost", "abandoned")},
+            "messages_captured": sum(len(x.messages) for x in leases if x.outcome == "applied"),
+            "statuses": dict(sorted(statuses.items())),
+        }
 
     def check(self) -> dict[str, Any]:
         """The integrity check against every client's ledger: {'problems': [...], counts}."""
@@ -994,6 +1421,7 @@ class Integrity:
             self.embeddings()
             self.documents()
             self.dedupe()
+            self.captures()
         ledgers = [c.ledger for c in self.load.clients]
         for ledger in ledgers:
             for what in ledger.unresolved:
@@ -1198,3 +1626,99 @@ class Integrity:
                     if sim >= threshold:
                         self.problem(f"live facts {ids[a]} and {ids[b]}: cosine {sim:.6f}")
             self.checked["facts compared for dedupe"] += len(ids)
+
+    def captures(self) -> None:
+        ledgers = [c.ledger for c in self.load.clients]
+        leases = [x for ledger in ledgers for x in ledger.leases]
+        by_chat: dict[tuple[uuid.UUID, str], list[Lease]] = defaultdict(list)
+        for lease in leases:
+            by_chat[(lease.owner, lease.chat)].append(lease)
+        for (owner, chat), held in by_chat.items():
+            held.sort(key=lambda x: x.start)
+            last: Lease | None = None  # the lease that ends last so far
+            for lease in held:
+                if last is not None and lease.start < last.end:
+                    self.problem(
+                        f"chat {chat} of {owner}: leased to worker {last.worker} ({last.capture_id})"
+                        f" and worker {lease.worker} ({lease.capture_id}) at once"
+                    )
+                if last is None or lease.end > last.end:
+                    last = lease
+            self.checked["capture leases"] += len(held)
+        applied = [x for x in leases if x.outcome == "applied"]
+        for capture_id, n in Counter(x.capture_id for x in applied).items():
+            if n > 1:
+                self.problem(f"capture {capture_id}: acknowledged as applied {n} times")
+        delivered: dict[tuple[Any, ...], list[str]] = defaultdict(list)
+        for lease in applied:
+            for msg_id, _, content in lease.messages:
+                delivered[(lease.owner, lease.chat, msg_id, content)].append(lease.capture_id)
+        for (owner, chat, msg_id, _), ids in delivered.items():
+            if len(ids) > 1:
+                self.problem(
+                    f"message {msg_id} of chat {chat} of {owner}: in applied captures {ids}"
+                )
+        self.checked["captures applied"] += len(applied)
+        self.checked["messages captured"] += len(delivered)
+
+        captured: dict[str, tuple[uuid.UUID, str, str, str]] = {}
+        ended: dict[str, str | None] = {}
+        for ledger in ledgers:
+            captured.update(ledger.captured)
+            ended.update(ledger.ended)
+        stored = {
+            str(i): (owner, scope, content, capture_id, chat, forgotten, superseded_by)
+            for i, owner, scope, content, capture_id, chat, forgotten, superseded_by in self.rows(
+                "SELECT f.id, n.owner_id, n.scope, f.content, f.source ->> 'capture_id',"
+                " f.source ->> 'chat_id', f.forgotten_at IS NOT NULL, f.superseded_by::text"
+                " FROM memory.facts f JOIN memory.namespaces n"
+                " ON n.organization_id = f.organization_id AND n.id = f.namespace_id"
+                " WHERE f.organization_id = %s"
+                " AND (f.source ? 'capture_id' OR f.forgotten_at IS NOT NULL)",
+                self.world.org,
+            )
+        }
+        for fact_id, (owner, chat, capture_id, content) in captured.items():
+            got = stored.get(fact_id)
+            if got is None or got[:5] != (owner, "user", content, capture_id, chat):
+                self.problem(f"captured fact {fact_id} ({content!r}): stored as {got and got[:5]}")
+                continue
+            if fact_id in ended and (not got[5] or got[6] != ended[fact_id]):
+                self.problem(
+                    f"captured fact {fact_id} ({content!r}): forgotten {got[5]}, superseded by"
+                    f" {got[6]}; acknowledged: superseded by {ended[fact_id]}"
+                )
+            self.checked["captured facts"] += 1
+        for fact_id, (_, _, content, capture_id, _, forgotten, _) in stored.items():
+            if capture_id is not None and fact_id not in captured:
+                self.problem(
+                    f"fact {fact_id} ({content!r}): of capture {capture_id},"
+                    " which no acknowledged capture saved"
+                )
+            if forgotten and fact_id not in ended:
+                self.problem(
+                    f"fact {fact_id} ({content!r}): forgotten, but no acknowledged"
+                    " operation forgot it"
+                )
+        self.checked["captured facts ended"] += len(ended)
+
+        # Applied captures hold no lease; messages behind a watermark were captured.
+        open_ids = {x.capture_id for x in applied}
+        for (capture_id,) in self.rows(
+            "SELECT capture_id::text FROM memory.captures WHERE organization_id = %s"
+            " AND capture_id IS NOT NULL",
+            self.world.org,
+        ):
+            if capture_id in open_ids:
+                self.problem(f"capture {capture_id}: applied, but its lease is still held")
+        behind = self.rows(
+            "SELECT k.owner_id, k.chat_id, m.message_id, m.content FROM memory.captures k"
+            " JOIN memory.messages m ON m.organization_id = k.organization_id"
+            " AND m.namespace_id = k.namespace_id AND m.chat_id = k.chat_id"
+            " AND (m.created_at, m.id) <= (k.watermark_at, k.watermark_id)"
+            " WHERE k.organization_id = %s",
+            self.world.org,
+        )
+        skipped = [row for row in behind if tuple(row) not in delivered]
+        self.checked["messages behind a watermark"] += len(behind)
+        self.checked["messages behind a watermark, never captured"] += len(skipped)

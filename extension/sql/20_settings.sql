@@ -10,6 +10,7 @@ AS $$
         'view_max_chars', 16000,
         'dedupe_threshold', 0.92,
         'exact_search_max_rows', 2000,
+        'namespace_index_min_rows', 10000,
         'text_search_config', 'english',
         'service_role', 'memory_service',
         'service_claim', 'service_role',
@@ -76,11 +77,12 @@ DECLARE
     high int;
 BEGIN
     CASE
-    WHEN key IN ('max_content', 'max_render', 'view_max_chars', 'exact_search_max_rows',
+    WHEN key IN ('max_content', 'max_render', 'view_max_chars', 'exact_search_max_rows', 'namespace_index_min_rows',
                  'capture_idle_seconds', 'capture_lease_seconds', 'capture_max_attempts',
                  'recall_replay_seconds') THEN
         SELECT r.low, r.high INTO low, high
-        FROM (VALUES ('exact_search_max_rows', 0, 100000000), ('capture_idle_seconds', 0, 31536000),
+        FROM (VALUES ('exact_search_max_rows', 0, 100000000), ('namespace_index_min_rows', 0, 100000000),
+                     ('capture_idle_seconds', 0, 31536000),
                      ('capture_lease_seconds', 1, 86400), ('capture_max_attempts', 1, 1000),
                      ('recall_replay_seconds', 1, 31536000)) r(name, low, high)
         WHERE r.name = key;

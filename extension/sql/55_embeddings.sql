@@ -93,6 +93,7 @@ BEGIN
     IF (memory._embedding_config()).type_name = kind AND (memory._embedding_config()).dimensions = dimensions THEN
         RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
     END IF;
+    PERFORM memory._drop_namespace_indexes();  -- of the old type; memory.maintain() builds them again
     FOR t IN SELECT * FROM memory._memory_tables() LOOP
         EXECUTE format('DROP INDEX memory.%I', t.table_name || '_embedding_idx');
         EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',

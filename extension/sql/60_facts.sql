@@ -6,6 +6,18 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT to_tsvector(memory._setting_text('text_search_config')::regconfig, content) $$;
 
+-- The lexemes of a text, as the stored tsvectors hold them.
+CREATE OR REPLACE FUNCTION memory._lexemes(query text) RETURNS text[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT tsvector_to_array(memory._search_text(coalesce(query, ''))) $$;
+
+-- Any of these lexemes, as a tsquery (null for none).
+CREATE OR REPLACE FUNCTION memory._or_lexemes(lexemes text[]) RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT nullif(string_agg(quote_literal(replace(l, '\', '')), ' | '), '')::tsquery FROM unnest(lexemes) l $$;
+
 -- Every writer of facts and messages gets its tsvector here, from its content.
 CREATE OR REPLACE FUNCTION memory._derive_search_text() RETURNS trigger
 LANGUAGE plpgsql
@@ -33,6 +45,7 @@ BEGIN
     FOR t IN SELECT * FROM memory._memory_tables() LOOP
         EXECUTE format('UPDATE memory.%I SET search_text = memory._search_text(content)', t.table_name);
     END LOOP;
+    DELETE FROM memory.namespace_lexemes;  -- counts of the old lexemes; memory.maintain() counts again
 END
 $$;
 
@@ -72,12 +85,20 @@ AS $$
     RETURNING id
 $$;
 
--- Facts are [{"content", "embedding"?, "source"?, "embedding_model"?}].
--- Saves facts, refusing each one whose cosine similarity to a live fact of
--- the namespace (or an earlier fact of this batch) is >= threshold; without
--- an embedding a fact is deduplicated by its normalized text. Callers saving
--- into one namespace serialize on its lock, so a fact is stored once.
-CREATE OR REPLACE FUNCTION memory.save_facts(org uuid, facts jsonb, ns jsonb DEFAULT '{}', threshold float8 DEFAULT NULL)
+-- Facts are [{"content", "embedding"?, "source"?, "embedding_model"?}]. Their
+-- vectors come inside the JSON or, without its parse (~1 ms of each
+-- 384-dimension fact, bench/bulk.py), as `embeddings`: a 2-D real[] with one
+-- row per fact in order, which a client binds in binary; its facts carry no
+-- "embedding". Saves facts, refusing each one whose cosine similarity to a
+-- live fact of the namespace (or an earlier fact of this batch) is >=
+-- threshold; without an embedding a fact is deduplicated by its normalized
+-- text. Callers saving into one namespace serialize on its lock, so a fact is
+-- stored once. At most 1,000 facts either way: the batch's own facts are
+-- compared pair by pair, so the work per fact grows with the batch (one call
+-- of 10,000 into an empty namespace took two minutes), while a call's own cost
+-- is a few milliseconds.
+CREATE OR REPLACE FUNCTION memory.save_facts(org uuid, facts jsonb, ns jsonb DEFAULT '{}', threshold float8 DEFAULT NULL,
+                                  embeddings real[] DEFAULT NULL)
 RETURNS TABLE (ord int, id uuid, duplicate_of uuid, similarity float8)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -87,16 +108,24 @@ SET hnsw.ef_search = 400  -- the top-1 dedupe check must not miss (bench/dedupe.
 AS $$
 DECLARE
     target memory.namespaces := memory._resolve(org, ns, 'write');
+    n_facts int;
+    expected int;
     item record;
-    vecs @extschema:vector@.vector[] := '{}';  -- parsed once, by ordinal
-    vec @extschema:vector@.vector;
-    key text;
-    nearest record;
+    emb real[];
+    vecs @extschema:vector@.vector[] := '{}';  -- by ordinal, converted once
+    first_of int[];    -- by ordinal: the batch's first fact with the same normalized text
+    text_ids uuid[];   -- by ordinal: the earliest live fact with that text before the batch
+    key_ids uuid[];    -- by first_of: the fact of this batch saved with that text
+    saved_ids uuid[];  -- by ordinal: the new id of each fact saved
     exact boolean;
-    near_ids uuid[];       -- small namespace: each vector's nearest live fact before the batch
+    near_ids uuid[];   -- small namespace, by ordinal: the nearest live fact before the batch, when a duplicate
     near_sims float8[];
-    batch_ids uuid[] := '{}';  -- and the facts this batch has saved so far
-    batch_vecs @extschema:vector@.vector[] := '{}';
+    pair_i int[];      -- the batch's pairs of duplicates (j < i), by i
+    pair_j int[];
+    pair_sims float8[];
+    p int := 1;
+    dup_id uuid;
+    dup_sim float8;
 BEGIN
     threshold := coalesce(threshold, (memory.setting('dedupe_threshold'))::float8);
     IF threshold <= 0 OR threshold > 1 THEN
@@ -105,6 +134,22 @@ BEGIN
     IF jsonb_typeof(facts) IS DISTINCT FROM 'array' OR jsonb_array_length(facts) > 1000 THEN
         PERFORM memory._fail('MEMORY_INVALID', 'facts must be a JSON array of at most 1000 facts');
     END IF;
+    n_facts := jsonb_array_length(facts);
+    IF embeddings IS NOT NULL THEN
+        IF cardinality(embeddings) > 0 AND array_ndims(embeddings) <> 2 THEN
+            PERFORM memory._fail('EMBEDDING_INVALID', 'embeddings must be a two-dimensional array, one row per fact');
+        END IF;
+        IF coalesce(array_length(embeddings, 1), 0) <> n_facts THEN
+            PERFORM memory._fail('EMBEDDING_INVALID',
+                format('embeddings must have one row per fact: %s rows for %s facts',
+                       coalesce(array_length(embeddings, 1), 0), n_facts));
+        END IF;
+        expected := (memory._embedding_config()).dimensions;
+        IF array_length(embeddings, 2) <> expected THEN
+            PERFORM memory._fail('EMBEDDING_INVALID',
+                format('embedding has %s dimensions, expected %s', array_length(embeddings, 2), expected));
+        END IF;
+    END IF;
     -- Validate the whole batch before saving any of it.
     FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
         IF jsonb_typeof(item.fact) <> 'object' OR jsonb_typeof(item.fact -> 'content') IS DISTINCT FROM 'string' THEN
@@ -112,10 +157,41 @@ BEGIN
         END IF;
         PERFORM memory._check_fact_text(item.fact ->> 'content');
         PERFORM memory._check_source(item.fact -> 'source');
-        vecs[item.n] := CASE WHEN item.fact -> 'embedding' <> 'null'::jsonb
-                             THEN memory._embedding_json(item.fact -> 'embedding') END;
+        IF embeddings IS NULL THEN
+            vecs[item.n] := CASE WHEN item.fact -> 'embedding' <> 'null'::jsonb
+                                 THEN memory._embedding_json(item.fact -> 'embedding') END;
+        ELSIF item.fact ? 'embedding' THEN
+            PERFORM memory._fail('MEMORY_INVALID', 'a fact must not carry an "embedding" when embeddings are given');
+        END IF;
     END LOOP;
+    IF n_facts > 0 AND embeddings IS NOT NULL THEN
+        -- Row by row as 1-D arrays, each cast in C: ~20 us a 384-dimension row, against
+        -- ~75 us for a slice per row through unnest and ~350 us per row aggregated.
+        BEGIN
+            FOREACH emb SLICE 1 IN ARRAY embeddings LOOP
+                vecs := vecs || emb::@extschema:vector@.vector;
+            END LOOP;
+        EXCEPTION WHEN data_exception THEN  -- the cast refuses null, NaN and infinite elements
+            PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
+        END;
+    END IF;
     PERFORM memory._lock_namespace(target, 'facts');
+    -- Each fact's normalized text and the earliest live fact with it, in one query
+    -- rather than one per fact; the facts this batch saves are followed in key_ids.
+    SELECT array_agg(k.first ORDER BY k.n), array_agg(t.id ORDER BY k.n) INTO first_of, text_ids
+    FROM (SELECT b.n, b.key, min(b.n) OVER (PARTITION BY b.key) AS first
+          FROM (SELECT f.n::int AS n, memory._normalized_key(f.value ->> 'content') AS key
+                FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n)) b) k
+    LEFT JOIN LATERAL (
+        SELECT f.id FROM memory.facts f
+        WHERE f.organization_id = org AND f.namespace_id = target.id AND f.forgotten_at IS NULL
+          AND f.text_key = k.key
+        ORDER BY f.created_at LIMIT 1) t ON true;
+    key_ids := array_fill(NULL::uuid, ARRAY[n_facts]);
+    saved_ids := array_fill(NULL::uuid, ARRAY[n_facts]);
+    -- Only a similarity >= threshold makes a duplicate: both queries below keep just
+    -- those pairs, so no whole namespace is sorted per vector (1,000 vectors against
+    -- 2,000 facts: 0.5 s instead of 0.8 s).
     -- Exact or index is decided once per batch: the namespace barely changes meanwhile.
     exact := memory._small_set('fact', org, ARRAY[target.id], NULL);
     IF exact THEN
@@ -128,42 +204,61 @@ BEGIN
         FROM unnest(vecs) WITH ORDINALITY b(v, n)
         LEFT JOIN LATERAL (
             SELECT e.id, (e.embedding OPERATOR(@extschema:vector@.<=>) b.v)::float8 AS d FROM live e
-            WHERE b.v IS NOT NULL
+            WHERE 1 - (e.embedding OPERATOR(@extschema:vector@.<=>) b.v)::float8 >= threshold
             ORDER BY 2, e.id LIMIT 1) nn ON true;
     END IF;
-    FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
-        ord := item.n;
-        vec := vecs[item.n];
-        key := memory._normalized_key(item.fact ->> 'content');  -- once, not per row scanned
-        SELECT f.id, 1.0::float8 AS similarity INTO nearest FROM memory.facts f
-        WHERE f.organization_id = org AND f.namespace_id = target.id AND f.forgotten_at IS NULL
-          AND f.text_key = key
-        ORDER BY f.created_at LIMIT 1;
-        IF nearest.id IS NULL AND vec IS NOT NULL AND exact THEN
-            SELECT c.id, c.similarity INTO nearest FROM (
-                SELECT near_ids[item.n] AS id, near_sims[item.n] AS similarity
-                UNION ALL
-                SELECT s.id, 1 - (s.v OPERATOR(@extschema:vector@.<=>) vec)::float8
-                FROM unnest(batch_ids, batch_vecs) s(id, v)) c
-            WHERE c.id IS NOT NULL
-            ORDER BY c.similarity DESC, c.id LIMIT 1;
-        ELSIF nearest.id IS NULL AND vec IS NOT NULL THEN
-            SELECT n.id, 1 - n.distance AS similarity INTO nearest
-            FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vec, 1, false) n;
-        END IF;
-        IF nearest.id IS NOT NULL AND nearest.similarity >= threshold THEN
-            id := NULL; duplicate_of := nearest.id; similarity := nearest.similarity;
-        ELSE
-            id := memory._insert_fact(target, item.fact ->> 'content', vec, nullif(item.fact -> 'source', 'null'),
-                                      item.fact ->> 'embedding_model');
-            duplicate_of := NULL; similarity := NULL;
-            IF exact AND vec IS NOT NULL THEN
-                batch_ids := batch_ids || id; batch_vecs := batch_vecs || vec;
+    -- Duplicates within the batch: every pair compared once, in one query.
+    SELECT array_agg(a.n ORDER BY a.n, b.n), array_agg(b.n ORDER BY a.n, b.n),
+           array_agg(1 - (a.v OPERATOR(@extschema:vector@.<=>) b.v)::float8 ORDER BY a.n, b.n)
+    INTO pair_i, pair_j, pair_sims
+    FROM unnest(vecs) WITH ORDINALITY a(v, n)
+    JOIN unnest(vecs) WITH ORDINALITY b(v, n) ON b.n < a.n
+    WHERE 1 - (a.v OPERATOR(@extschema:vector@.<=>) b.v)::float8 >= threshold;
+    FOR i IN 1 .. n_facts LOOP
+        ord := i;
+        dup_id := coalesce(text_ids[i], key_ids[first_of[i]]);
+        dup_sim := 1.0;
+        IF dup_id IS NULL AND vecs[i] IS NOT NULL THEN
+            IF exact THEN
+                dup_id := near_ids[i]; dup_sim := near_sims[i];
+            ELSE
+                -- The facts before the batch; this batch's own are the pairs below.
+                SELECT n.id, 1 - n.distance INTO dup_id, dup_sim
+                FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vecs[i], 1, false) n;
+                IF dup_sim < threshold THEN
+                    dup_id := NULL;
+                END IF;
             END IF;
+            -- The most similar saved fact wins, then the smallest id (as one ORDER BY would).
+            WHILE p <= cardinality(pair_i) AND pair_i[p] = i LOOP
+                IF saved_ids[pair_j[p]] IS NOT NULL
+                   AND (dup_id IS NULL OR pair_sims[p] > dup_sim
+                        OR (pair_sims[p] = dup_sim AND saved_ids[pair_j[p]] < dup_id)) THEN
+                    dup_id := saved_ids[pair_j[p]]; dup_sim := pair_sims[p];
+                END IF;
+                p := p + 1;
+            END LOOP;
         END IF;
-        nearest := NULL;
+        WHILE p <= cardinality(pair_i) AND pair_i[p] <= i LOOP
+            p := p + 1;
+        END LOOP;
+        IF dup_id IS NOT NULL AND dup_sim >= threshold THEN
+            id := NULL; duplicate_of := dup_id; similarity := dup_sim;
+        ELSE
+            id := gen_random_uuid(); duplicate_of := NULL; similarity := NULL;
+            saved_ids[i] := id;
+            key_ids[first_of[i]] := id;
+        END IF;
         RETURN NEXT;
     END LOOP;
+    -- One insert for the batch, in its order (the checks above need no row of it).
+    INSERT INTO memory.facts (organization_id, id, namespace_id, content, embedding, embedding_model, source)
+    SELECT target.organization_id, s.id, target.id, f.value ->> 'content', s.v,
+           CASE WHEN s.v IS NOT NULL THEN f.value ->> 'embedding_model' END, nullif(f.value -> 'source', 'null')
+    FROM unnest(saved_ids, vecs) WITH ORDINALITY s(id, v, n)
+    JOIN jsonb_array_elements(facts) WITH ORDINALITY f(value, n) ON f.n = s.n
+    WHERE s.id IS NOT NULL
+    ORDER BY s.n;
 END
 $$;
 

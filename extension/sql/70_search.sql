@@ -14,9 +14,7 @@ BEGIN
     IF length(query) > 10000 THEN
         PERFORM memory._fail('MEMORY_TOO_LARGE', 'a search query is at most 10000 characters long');
     END IF;
-    RETURN (SELECT nullif(string_agg(quote_literal(replace(lexeme, '\', '')), ' | '), '')::tsquery
-            FROM unnest(tsvector_to_array(to_tsvector(memory._setting_text('text_search_config')::regconfig,
-                                                      coalesce(query, '')))) lexeme);
+    RETURN memory._or_lexemes(memory._lexemes(query));
 END
 $$;
 
@@ -100,7 +98,59 @@ AS $$
         LIMIT memory._setting_int('exact_search_max_rows') + 1) s
 $$;
 
--- The k rows nearest to `query` by cosine distance. A small set is scanned
+-- The k rows nearest to `query` by cosine distance in `namespace_ids`. A
+-- namespace with an index of its own (memory.maintain) is searched through
+-- it alone: its partial index's predicate is proved only for a single
+-- namespace, and its graph holds only that namespace's rows, so a walk as
+-- deep as memory.maintain() measured it needs finds them (unless the caller
+-- asks for another ef_search). The others are searched together, as
+-- memory._nearest_in decides.
+CREATE OR REPLACE FUNCTION memory._nearest(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                query @extschema:vector@.vector, k int, exact boolean DEFAULT NULL,
+                                created tstzrange DEFAULT NULL, ef_search int DEFAULT NULL)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    own uuid[] := CASE WHEN query IS NOT NULL AND exact IS NOT TRUE
+                       THEN memory._own_indexed(kind, org, namespace_ids) ELSE '{}' END;
+    shared uuid[];
+    caller_ef text := current_setting('hnsw.ef_search');
+    one uuid;
+    ids uuid[] := '{}';
+    distances float8[] := '{}';
+BEGIN
+    IF own = '{}' THEN
+        RETURN QUERY SELECT n.id, n.distance
+                     FROM memory._nearest_in(kind, org, namespace_ids, exclude_chat, query, k, exact, created) n;
+        RETURN;
+    END IF;
+    shared := ARRAY(SELECT unnest(namespace_ids) EXCEPT SELECT unnest(own));
+    FOREACH one IN ARRAY own LOOP
+        PERFORM set_config('hnsw.ef_search', coalesce(ef_search, memory._own_ef_search(kind, org, one))::text, true);
+        IF shared = '{}' AND cardinality(own) = 1 THEN
+            RETURN QUERY SELECT n.id, n.distance
+                         FROM memory._nearest_in(kind, org, own, exclude_chat, query, k, false, created) n;
+            PERFORM set_config('hnsw.ef_search', caller_ef, true);
+            RETURN;
+        END IF;
+        SELECT ids || array_agg(n.id), distances || array_agg(n.distance) INTO ids, distances
+        FROM memory._nearest_in(kind, org, ARRAY[one], exclude_chat, query, k, false, created) n;
+    END LOOP;
+    PERFORM set_config('hnsw.ef_search', caller_ef, true);
+    RETURN QUERY
+    SELECT c.id, c.distance FROM (
+        SELECT u.id, u.distance FROM unnest(ids, distances) u(id, distance)
+        UNION ALL
+        SELECT n.id, n.distance FROM memory._nearest_in(kind, org, shared, exclude_chat, query, k, exact, created) n) c
+    ORDER BY c.distance, c.id
+    LIMIT k;
+END
+$$;
+
+-- The k rows nearest to `query` by cosine distance among namespaces that
+-- share the table's index. A small set is scanned
 -- exactly ("+ 0" keeps the planner off the HNSW index, whose filtered scan
 -- could return fewer rows; ORDER BY 2 sorts by the selected distance, so each
 -- is computed once, not again for the sort key); a large one goes through the index with the
@@ -109,9 +159,9 @@ $$;
 -- index ordering through a UNION ALL. Static queries rather than one built
 -- with format(): measured side by side, the dynamic query was 3-7% slower
 -- per call (its parse and the table lookup), and this is the search path.
-CREATE OR REPLACE FUNCTION memory._nearest(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                query @extschema:vector@.vector, k int, exact boolean DEFAULT NULL,
-                                created tstzrange DEFAULT NULL)
+CREATE OR REPLACE FUNCTION memory._nearest_in(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                   query @extschema:vector@.vector, k int, exact boolean DEFAULT NULL,
+                                   created tstzrange DEFAULT NULL)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -159,9 +209,47 @@ BEGIN
 END
 $$;
 
--- The `depth` best rows sharing any lexeme with the query, by ts_rank_cd.
+-- The `depth` best rows sharing any lexeme with the query, by ts_rank_cd. In
+-- a namespace with an index of its own only the rows holding the query's
+-- rarer lexemes are ranked (memory._rare_lexemes): thousands of rows there
+-- share a common word with any query, and ranking them all was most of a
+-- hybrid search's time (bench/tenants.py).
 CREATE OR REPLACE FUNCTION memory._text_ranked(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                    terms tsquery, depth int, created tstzrange DEFAULT NULL)
+                                    query text, depth int, created tstzrange DEFAULT NULL)
+RETURNS TABLE (id uuid, text_rank float4)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    terms tsquery := memory._any_lexeme(query);
+    own uuid[];
+BEGIN
+    IF terms IS NULL THEN
+        RETURN;
+    END IF;
+    own := memory._own_indexed(kind, org, namespace_ids);
+    IF own = '{}' THEN
+        RETURN QUERY SELECT t.id, t.text_rank
+                     FROM memory._text_ranked_in(kind, org, namespace_ids, exclude_chat, terms, terms, depth, created) t;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT t.id, t.text_rank FROM (
+        SELECT r.id, r.text_rank FROM unnest(own) o,
+            LATERAL memory._text_ranked_in(kind, org, ARRAY[o], exclude_chat,
+                                           memory._rare_lexemes(kind, org, o, query, 10 * depth), terms, depth, created) r
+        UNION ALL
+        SELECT r.id, r.text_rank
+        FROM memory._text_ranked_in(kind, org, ARRAY(SELECT unnest(namespace_ids) EXCEPT SELECT unnest(own)),
+                                    exclude_chat, terms, terms, depth, created) r) t
+    ORDER BY t.text_rank DESC, t.id
+    LIMIT depth;
+END
+$$;
+
+-- The `depth` rows of `namespace_ids` matching `filter` best ranked by `terms`.
+CREATE OR REPLACE FUNCTION memory._text_ranked_in(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                       filter tsquery, terms tsquery, depth int, created tstzrange DEFAULT NULL)
 RETURNS TABLE (id uuid, text_rank float4)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -171,14 +259,14 @@ AS $$
     FROM (SELECT f.id, f.search_text FROM memory.facts f
           WHERE kind = 'fact' AND f.organization_id = org
             AND ARRAY[f.namespace_id] && namespace_ids  -- the indexed form (facts_search_idx)
-            AND f.forgotten_at IS NULL AND f.search_text @@ terms
+            AND f.forgotten_at IS NULL AND f.search_text @@ filter
             AND (created IS NULL OR f.created_at <@ created)
           UNION ALL
           SELECT m.id, m.search_text FROM memory.messages m
           WHERE kind = 'message' AND m.organization_id = org AND ARRAY[m.namespace_id] && namespace_ids
-            AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ terms
+            AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ filter
             AND (created IS NULL OR m.created_at <@ created)) e
-    WHERE terms IS NOT NULL
+    WHERE filter IS NOT NULL
     ORDER BY r DESC, e.id
     LIMIT depth
 $$;
@@ -201,12 +289,11 @@ BEGIN
         SELECT n.id, row_number() OVER (ORDER BY n.distance, n.id) AS rank
         FROM memory._nearest(kind, org, namespace_ids, exclude_chat,
                              CASE WHEN (opts ->> 'vector_weight')::float8 > 0 THEN query_embedding END, depth,
-                             NULL, created) n
+                             NULL, created, (opts ->> 'ef_search')::int) n
     ), by_text AS (  -- a list with weight 0 is not computed at all
         SELECT t.id, row_number() OVER (ORDER BY t.text_rank DESC, t.id) AS rank
         FROM memory._text_ranked(kind, org, namespace_ids, exclude_chat,
-                                 CASE WHEN (opts ->> 'text_weight')::float8 > 0 THEN memory._any_lexeme(query) END,
-                                 depth, created) t
+                                 CASE WHEN (opts ->> 'text_weight')::float8 > 0 THEN query END, depth, created) t
     )
     SELECT coalesce(v.id, t.id),
            coalesce((opts ->> 'vector_weight')::float8 / ((opts ->> 'rrf_k')::float8 + v.rank), 0)

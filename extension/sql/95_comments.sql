@@ -33,9 +33,11 @@ COMMENT ON FUNCTION memory.pending_embeddings(integer) IS
     'Service only: lease up to max memories that wait for an embedding.';
 COMMENT ON FUNCTION memory.set_memory_embeddings(uuid[], text[], jsonb, text) IS
     'Service only: write a batch of embeddings, each only while its row still has the text it was computed from.';
+COMMENT ON FUNCTION memory.maintain() IS
+    'Service only: create the HNSW indexes of their own that large namespaces need and drop those of shrunk ones.';
 
-COMMENT ON FUNCTION memory.save_facts(uuid, jsonb, jsonb, double precision) IS
-    'Save facts, refusing near-duplicates (cosine similarity >= threshold) of live facts and of earlier facts of the batch.';
+COMMENT ON FUNCTION memory.save_facts(uuid, jsonb, jsonb, double precision, real[]) IS
+    'Save facts, refusing near-duplicates (cosine similarity >= threshold) of live facts and of earlier facts of the batch; vectors in the JSON, or as embeddings (one row per fact).';
 COMMENT ON FUNCTION memory.save_fact(uuid, text, real[], jsonb, jsonb) IS
     'Save one fact; returns its id, or the id of the live fact it duplicates.';
 COMMENT ON FUNCTION memory.forget(uuid, uuid, uuid) IS

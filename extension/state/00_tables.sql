@@ -217,3 +217,19 @@ CREATE TABLE memory.recall_replays (
 );
 ALTER TABLE memory.recall_replays ENABLE ROW LEVEL SECURITY;
 SELECT pg_catalog.pg_extension_config_dump('memory.recall_replays', '');
+
+-- How many live rows of a namespace with an index of its own hold each of its
+-- commoner lexemes (memory.maintain), so that a search there ranks only the
+-- rows holding the query's rarer ones. Derived data, rebuilt by maintain().
+CREATE TABLE memory.namespace_lexemes (
+    organization_id uuid NOT NULL,
+    namespace_id uuid NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('fact', 'message')),
+    lexeme text NOT NULL,
+    rows int NOT NULL CHECK (rows > 0),
+    total int NOT NULL CHECK (total > 0),  -- the namespace's live rows when counted
+    PRIMARY KEY (organization_id, namespace_id, kind, lexeme),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+ALTER TABLE memory.namespace_lexemes ENABLE ROW LEVEL SECURITY;

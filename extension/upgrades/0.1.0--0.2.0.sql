@@ -52,3 +52,27 @@ CREATE TABLE memory.recall_replays (
 );
 ALTER TABLE memory.recall_replays ENABLE ROW LEVEL SECURITY;
 SELECT pg_catalog.pg_extension_config_dump('memory.recall_replays', '');
+
+-- How many live rows of a namespace with an index of its own hold each of its
+-- commoner lexemes (memory.maintain), so that a search there ranks only the
+-- rows holding the query's rarer ones. Derived data, rebuilt by maintain().
+CREATE TABLE memory.namespace_lexemes (
+    organization_id uuid NOT NULL,
+    namespace_id uuid NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('fact', 'message')),
+    lexeme text NOT NULL,
+    rows int NOT NULL CHECK (rows > 0),
+    total int NOT NULL CHECK (total > 0),  -- the namespace's live rows when counted
+    PRIMARY KEY (organization_id, namespace_id, kind, lexeme),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+ALTER TABLE memory.namespace_lexemes ENABLE ROW LEVEL SECURITY;
+
+-- memory._nearest takes the search depth of a namespace's own index (ef_search).
+DROP FUNCTION memory._nearest(text, uuid, uuid[], text, @extschema:vector@.vector, int, boolean, tstzrange);
+-- memory._text_ranked takes the query text (a namespace with its own index ranks its rarer lexemes).
+DROP FUNCTION memory._text_ranked(text, uuid, uuid[], text, tsquery, int, tstzrange);
+
+-- memory.save_facts takes the facts' vectors as a trailing real[] (embeddings).
+DROP FUNCTION memory.save_facts(uuid, jsonb, jsonb, double precision);

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import json
 import math
+import struct
+import sys
 import uuid
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Dumper
 from psycopg.types.json import Jsonb
 
 from .embedders import EmbedderError
@@ -175,6 +182,86 @@ def _real_array(vector: Vector | None) -> list[float] | None:
     return [x if abs(x) <= FLOAT4_MAX else math.copysign(math.inf, x) for x in map(float, vector)]
 
 
+class RealRows:
+    """Vectors of one length as a 2-D `real[]`, one row per vector (`RealRowsDumper`)."""
+
+    __slots__ = ("dimensions", "rows", "values")
+
+    def __init__(self, values: array[float], rows: int, dimensions: int) -> None:
+        self.values = values  # typecode "f": float4, row after row
+        self.rows = rows
+        self.dimensions = dimensions
+
+    @classmethod
+    def of(cls, vectors: Sequence[Vector]) -> RealRows | None:
+        """The vectors as float4, or None when their lengths differ (the JSON path then
+        lets the database say which one is wrong)."""
+        values: array[float] = array("f")
+        dimensions = -1
+        for vector in vectors:
+            before = len(values)
+            _extend(values, vector)
+            if dimensions not in (-1, len(values) - before):
+                return None
+            dimensions = len(values) - before
+        if dimensions == 0:
+            return None
+        rows = cls(values, len(vectors), dimensions)
+        # float4 turns a number beyond its range into ±Infinity and one too small for it
+        # into 0: the database refuses both (NaN here), as it does in JSON. Three zero
+        # bytes in a row are rare but for a zero, so the slow look is seldom needed.
+        if b"\0\0\0" in values.tobytes():
+            for i, vector in enumerate(vectors):
+                for j, x in enumerate(map(float, vector)):
+                    if x != 0 and values[i * dimensions + j] == 0:
+                        values[i * dimensions + j] = math.nan
+        return rows
+
+
+def _extend(values: array[float], vector: Vector) -> None:
+    # In C from a list of floats or a buffer of them (a numpy array); else one by one.
+    if isinstance(vector, list):
+        with suppress(TypeError):  # fromlist adds all or nothing
+            values.fromlist(vector)
+            return
+    else:
+        with suppress(TypeError):
+            view = memoryview(vector)  # type: ignore[arg-type]
+            if view.ndim == 1 and view.format in ("f", "d"):
+                values.fromlist(view.tolist())
+                return
+    values.extend(map(float, vector))
+
+
+class RealRowsDumper(Dumper):
+    """`RealRows` in PostgreSQL's binary array format, built in C: psycopg dumps a list
+    of floats element by element, as float8 that the server casts again (~1 us each)."""
+
+    format = pq.Format.BINARY
+    oid = 1021  # real[]
+
+    def dump(self, obj: RealRows) -> bytes:
+        values = obj.values
+        if sys.byteorder == "little":
+            values = array("f", values)
+            values.byteswap()
+        data = values.tobytes()
+        if not data:
+            return struct.pack("!iii", 0, 0, 700)  # '{}'
+        head = struct.pack("!iiiiiii", 2, 0, 700, obj.rows, 1, obj.dimensions, 1)
+        # Every element is its length (4) and its 4 bytes, big-endian.
+        out = bytearray(2 * len(data))
+        out[3::8] = b"\x04" * len(values)
+        for k in range(4):
+            out[4 + k :: 8] = data[k::4]
+        return head + bytes(out)
+
+
+# For every connection made from now on (a Call runs on any psycopg connection);
+# a client's connections get it too, made before or not (connection.py).
+psycopg.adapters.register_dumper(RealRows, RealRowsDumper)
+
+
 def _json_vector(vector: Vector) -> list[float | str]:
     # JSON has no NaN or Infinity: those go as strings, which the database
     # refuses as EMBEDDING_INVALID like any other element that is not a number.
@@ -310,17 +397,27 @@ def save_facts(
     """One call per `SAVE_FACTS_MAX` facts, their `ord`s counting on across calls.
 
     `embeddings`: the embedder's answer for the items' contents, or None (saved
-    pending); `model` is recorded with them. Each call sees the namespace as the
-    ones before left it, so dedupe spans them; each is all or nothing.
+    pending); `model` is recorded with them. The vectors go as `embeddings`, a
+    binary `real[]` with one row per fact (the server parses no JSON numbers);
+    vectors of different lengths go inside the JSON, where the database says
+    which one is wrong. Each call sees the namespace as the ones before left it,
+    so dedupe spans them; each is all or nothing.
     """
+    matrix = None
     if embeddings is not None:
         _check_count(embeddings, len(items))
-        items = [
-            {**item, "embedding": _json_vector(v), "embedding_model": model}
-            for item, v in zip(items, embeddings, strict=True)
-        ]
+        matrix = RealRows.of(embeddings)
+        if matrix is not None:
+            items = [{**item, "embedding_model": model} for item in items]
+        else:
+            items = [
+                {**item, "embedding": _json_vector(v), "embedding_model": model}
+                for item, v in zip(items, embeddings, strict=True)
+            ]
     starts = range(0, max(len(items), 1), SAVE_FACTS_MAX)
-    return [_save_facts(org, items[s : s + SAVE_FACTS_MAX], ns, threshold, s) for s in starts]
+    return [
+        _save_facts(org, items[s : s + SAVE_FACTS_MAX], ns, threshold, s, matrix) for s in starts
+    ]
 
 
 def _save_facts(
@@ -329,11 +426,16 @@ def _save_facts(
     ns: Namespace | None,
     threshold: float | None,
     offset: int,
+    matrix: RealRows | None,
 ) -> Call[list[SavedFact]]:
+    rows = None
+    if matrix is not None:
+        d = matrix.dimensions
+        rows = RealRows(matrix.values[offset * d : (offset + len(items)) * d], len(items), d)
     return Call(
         "SELECT ord, id, duplicate_of, similarity"
-        " FROM memory.save_facts(%s::uuid, %s::jsonb, %s::jsonb, %s::float8)",
-        (_uuid(org), _json(list(items)), _ns(ns), threshold),
+        " FROM memory.save_facts(%s::uuid, %s::jsonb, %s::jsonb, %s::float8, %b::real[])",
+        (_uuid(org), _json(list(items)), _ns(ns), threshold, rows),
         lambda rows: [SavedFact(ord + offset, *rest) for ord, *rest in rows],
     )
 

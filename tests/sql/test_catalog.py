@@ -20,6 +20,7 @@ DISTRIBUTION = {
     "messages": "organization_id",
     "captures": "organization_id",
     "recall_replays": "organization_id",
+    "namespace_lexemes": "organization_id",
     "documents": "scope_hash",  # the digest of scope_key
     "settings": None,
 }
@@ -34,6 +35,7 @@ CROSS_ORGANIZATION = {
     "embedding_status",
     "pending_embeddings",
     "set_memory_embeddings",
+    "maintain",
     "pending_captures",
     "fail_capture",
     "capture_facts",

@@ -23,7 +23,7 @@ more save_facts is killed while running freely (no lock): the database then
 holds all of it or none of it.
 
 The crash test starts its own embedded server, runs the load of
-bench/load.py (8 clients) against it, stops the server with `pg_ctl stop -m
+bench/load.py (8 clients, 2 of them capture workers) against it, stops the server with `pg_ctl stop -m
 immediate` (crash recovery on restart) once 300 writes were acknowledged, and
 restarts it while the clients keep going (twice); they reconnect and read
 back the outcome of the calls that were in flight. The server log shows crash
@@ -495,6 +495,7 @@ def test_immediate_restart_under_load_loses_nothing_acknowledged(own_server) -> 
     integrity = load.check()
     assert integrity["problems"] == []
     assert integrity["acknowledged_writes"] >= goal
+    assert integrity["checked"]["captures applied"] > 0
     print(
         f"crashes after {crashes} acknowledged writes; {integrity['acknowledged_writes']} in all,"
         f" {errors.interruptions} calls interrupted, {integrity['in_doubt_resolved']} in doubt"

@@ -44,8 +44,9 @@ def test_only_public_functions_are_security_definer_and_helpers_are_not_callable
 
 def test_dynamic_sql_is_confined_and_quoted(db):
     """Few functions build SQL at run time: the plug-in binding from a validated
-    regprocedure, and the jobs over facts and messages from the table names of
-    memory._memory_tables(); every statement through format()."""
+    regprocedure, the jobs over facts and messages from the table names of
+    memory._memory_tables(), and the namespaces' own indexes from names derived
+    from them; every statement through format()."""
     dynamic = {
         name: src
         for name, _, _, src in _functions(db)
@@ -53,17 +54,32 @@ def test_dynamic_sql_is_confined_and_quoted(db):
     }
     assert sorted(dynamic) == [
         "memory._bind_permission_check(regprocedure)",
+        "memory._count_lexemes(text,uuid,uuid,bigint)",
+        "memory._create_namespace_index(text,uuid,uuid)",
+        "memory._drop_namespace_indexes()",
+        "memory._measure_namespace_index(text,uuid,uuid,bigint)",
         "memory._rederive_search_text()",
         "memory.configure_embeddings(integer,text)",
         "memory.embedding_status()",
+        "memory.maintain()",
         "memory.pending_embeddings(integer)",
         "memory.set_memory_embeddings(uuid[],text[],jsonb,text)",
     ]
+    own_index_helpers = (
+        "memory._count_lexemes(text,uuid,uuid,bigint)",
+        "memory._create_namespace_index(text,uuid,uuid)",
+        "memory._drop_namespace_indexes()",
+        "memory._measure_namespace_index(text,uuid,uuid,bigint)",
+    )
     for name, src in dynamic.items():
-        if name != "memory._bind_permission_check(regprocedure)":
+        if name == "memory._bind_permission_check(regprocedure)":
+            continue
+        if name in own_index_helpers:  # tables from there, index names from memory._namespace_index
+            assert "memory._memory_tables()" in src or "memory._namespace_index(" in src, name
+        else:
             assert "FOR t IN SELECT * FROM memory._memory_tables() LOOP" in src, name
-            assert "memory.%" in src, name
-            assert not re.search(r"memory\.%(?!(\d+\$)?I)", src), name  # a table name: %I
+        assert "memory.%" in src, name
+        assert not re.search(r"memory\.%(?!(\d+\$)?I)", src), name  # a table or index name: %I
     for src in dynamic.values():
         for line in src.splitlines():
             if re.match(r"\s*(RETURN QUERY )?EXECUTE\b", line):
@@ -87,6 +103,7 @@ def test_no_table_is_reachable_by_other_roles(db):
         "facts",
         "files",
         "messages",
+        "namespace_lexemes",
         "namespaces",
         "permissions",
         "recall_replays",

@@ -16,20 +16,21 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
 from .._common import SET_CLAIMS, closed_error
-from ..calls import Call, Rows, T
+from ..calls import Call, RealRows, RealRowsDumper, Rows, T
 from ..errors import translate
 
 IDLE = psycopg.pq.TransactionStatus.IDLE
 PIPELINE = psycopg.capabilities.has_pipeline()  # libpq 14 or later
 COMMIT = "COMMIT"
 
-# Connections whose pgvector adapters have been looked up (once per connection).
+# Connections whose adapters have been set up (once per connection).
 _prepared: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 async def _prepare(conn: psycopg.AsyncConnection[Any]) -> None:
     if conn in _prepared:
         return
+    conn.adapters.register_dumper(RealRows, RealRowsDumper)  # save_facts' embeddings
     # Raises ProgrammingError when no `vector` type is on this connection's search_path;
     # the calls then still work with plain float arrays.
     with suppress(psycopg.ProgrammingError):

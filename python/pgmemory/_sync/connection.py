@@ -18,7 +18,7 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from .._common import SET_CLAIMS, closed_error
-from ..calls import Call, Rows, T
+from ..calls import Call, RealRows, RealRowsDumper, Rows, T
 from ..errors import translate
 
 IDLE = psycopg.pq.TransactionStatus.IDLE
@@ -30,6 +30,7 @@ _prepared: weakref.WeakSet[Any] = weakref.WeakSet()
 def _prepare(conn: psycopg.Connection[Any]) -> None:
     if conn in _prepared:
         return
+    conn.adapters.register_dumper(RealRows, RealRowsDumper)
     with suppress(psycopg.ProgrammingError):
         register_vector(conn)
     _prepared.add(conn)

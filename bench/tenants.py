@@ -1,0 +1,604 @@
+"""Huge tenants at the speed of their own index: memory.search_facts, search_messages
+and recall_context on tenants of 5%, 10% and 20% of a 1,000,000-fact table (and a
+user of 50,000 of 1,000,000 messages), against the physical reference — the same
+tenant's rows alone in a table of their own with their own HNSW index — before and
+after memory.maintain() gives large namespaces indexes of their own. SECTION (below)
+is what is measured and how, as docs/benchmarks.md shows it.
+
+    .venv/bin/python -m bench.tenants --quick   # 100,000 facts and messages
+    .venv/bin/python -m bench.tenants           # 1,000,000 of each (about 45 minutes)
+    .venv/bin/python -m bench.tenants --keep    # keep the loaded server for the next run
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+import psycopg
+from bench._common import (
+    ORG,
+    Result,
+    Row,
+    create_database,
+    embedded_server,
+    new_result,
+    options,
+    percentile,
+    result_name,
+    save,
+    section,
+    server_settings,
+    server_versions,
+    spread,
+    stat,
+    table,
+    timed,
+)
+from bench.search import Corpus, zipf_sizes
+from pgvector.psycopg import register_vector
+
+SECTION = """\
+## Huge tenants at the speed of their own index (bench/tenants.py)
+
+{facts:,} facts in one `memory.facts` table: three tenants of 20%, 10% and 5% of it ({heads}), the rest over {users:,} users by Zipf's law (vectors and texts as in bench/search.py: clustered on shared topics, so most of a query's nearest neighbours in the whole table are other users'). Likewise {messages:,} messages in `memory.messages`, one user holding {heavy:,} of them (5%) in chats of 50. Searches run as the user (claims set, `ns` `{{}}`: the user's namespace and the organization's), k = 10; vector-only is `{{"text_weight": 0}}` with an empty query text, text-only has no query vector; `recall_context` is `{{"facts": 0, "messages": 10}}`.
+
+*Reference* is the physical one: the same tenant's rows alone in a table of their own with their own HNSW index (m 16, ef_construction 64), queried with `ORDER BY embedding <=> q LIMIT 10` at the smallest `ef_search` of {ladder} that reaches recall@10 ≥ 0.97 against the exact scan. *Shared index* is before `memory.maintain()` (every namespace on the table's one HNSW graph); *own index* after it (`namespace_index_min_rows` {min_rows:,}: it built {own_indexes} in {maintain_s:.0f} s). Latency: median over {rounds} rounds of each round's p50 (min..max of rounds), {queries} queries per group per round; recall@10 against the exact scan of the namespace.
+
+Server: `shared_buffers` {shared_buffers}, `maintenance_work_mem` {maintenance_work_mem} for the builds. Load: {load}.
+
+{tables}
+
+Reproduce: `.venv/bin/python -m bench.tenants{quick}`."""
+
+HEADS = (0.20, 0.10, 0.05)
+HEAVY = 0.05  # the heavy user's share of the messages
+REF_LADDER = (40, 60, 80, 100, 150, 200, 300, 400, 600, 800, 1000)  # as memory.maintain's
+K = 10
+SERVER_SETTINGS = {"shared_buffers": "6GB"}
+BUILD = {"maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1"}
+PHASES = ("shared index", "own index")
+TIMES = "\u00d7"  # the multiplication sign of ratios
+
+
+def corpus(n_rows: int, n_users: int, heads: tuple[float, ...], seed: int) -> Corpus:
+    """bench/search.py's corpus, with `heads` (shares of the table) as the first users."""
+    c = Corpus(n_rows, n_users, seed=seed)
+    head_rows = [int(n_rows * h) for h in heads]
+    c.sizes = head_rows + zipf_sizes(n_rows - sum(head_rows), n_users - len(heads))
+    c.signature = f"tenants v1 rows={n_rows} users={n_users} heads={heads} seed={seed}"
+    sizes = np.array(c.sizes)
+    tiny = [int(u) for u in np.flatnonzero((sizes >= 5) & (sizes <= 20))]
+    medium = [
+        int(u)
+        for u in np.argsort(np.abs(sizes - 1_000), kind="stable")[:20]
+        if u >= len(heads) and abs(sizes[u] - 1_000) <= 300
+    ]
+    c.groups = {"tiny": tiny[:: max(1, len(tiny) // 50)][:50], "medium": medium}
+    for u, share in enumerate(heads):
+        c.groups[f"{share:.0%} tenant"] = [u]
+    return c
+
+
+def _copy(conn: psycopg.Connection, c: Corpus) -> None:
+    conn.execute("CREATE UNLOGGED TABLE staged (owner uuid, content text, embedding vector(384))")
+    with conn.cursor() as cur, cur.copy("COPY staged FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["uuid", "text", "vector"])
+        for user, owner in enumerate(c.owners):
+            vecs, texts = c.facts(user)
+            for v, t in zip(vecs, texts, strict=True):
+                copy.write_row((uuid.UUID(owner), t, v))
+
+
+def load(conn: psycopg.Connection, facts: Corpus, messages: Corpus) -> dict[str, float]:
+    """Both tables by COPY, their HNSW and GIN indexes built afterwards."""
+    timings: dict[str, float] = {}
+    indexes = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indexrelid::regclass::text"
+            " = ANY(ARRAY['memory.facts_embedding_idx', 'memory.facts_search_idx',"
+            " 'memory.messages_embedding_idx', 'memory.messages_search_idx'])"
+        ).fetchall()
+    ]
+    conn.execute(
+        "DROP INDEX memory.facts_embedding_idx, memory.facts_search_idx,"
+        " memory.messages_embedding_idx, memory.messages_search_idx"
+    )
+    owners = sorted(set(facts.owners) | set(messages.owners))
+    conn.execute(
+        "INSERT INTO memory.namespaces (organization_id, id, scope, owner_id) "
+        "SELECT %(org)s, memory._namespace_id(%(org)s, 'user', o, NULL), 'user', o "
+        "FROM unnest(%(owners)s::uuid[]) o",
+        {"org": ORG, "owners": owners},
+    )
+    t0 = time.perf_counter()
+    _copy(conn, facts)
+    conn.execute(
+        "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding, embedding_model)"
+        " SELECT %(org)s, memory._namespace_id(%(org)s, 'user', owner, NULL), content, embedding,"
+        " 'generated' FROM staged ORDER BY random()",
+        {"org": ORG},
+    )
+    conn.execute("DROP TABLE staged")
+    _copy(conn, messages)
+    conn.execute(
+        "INSERT INTO memory.messages (organization_id, namespace_id, chat_id, message_id, role,"
+        " content, embedding, embedding_model, created_at)"
+        " SELECT %(org)s, memory._namespace_id(%(org)s, 'user', owner, NULL),"
+        " 'chat-' || (n / 50), 'm' || n, CASE WHEN n %% 2 = 0 THEN 'user' ELSE 'assistant' END,"
+        " content, embedding, 'generated', now() - n * interval '1 second'"
+        " FROM (SELECT s.*, row_number() OVER (PARTITION BY owner) AS n FROM staged s) s"
+        " ORDER BY random()",
+        {"org": ORG},
+    )
+    conn.execute("DROP TABLE staged")
+    timings["copy_and_insert_s"] = time.perf_counter() - t0
+    for t in ("memory.facts", "memory.messages", "memory.namespaces"):
+        conn.execute(f"VACUUM ANALYZE {t}")
+    for key, value in BUILD.items():
+        conn.execute(f"SET {key} = '{value}'")
+    for d in indexes:
+        print(f"  {d[:80]} ...", flush=True)
+        _, seconds = timed(conn.execute, d)
+        name = d.split()[2]
+        timings[f"{name}_s"] = seconds
+    conn.execute("ANALYZE memory.facts")
+    conn.execute("ANALYZE memory.messages")
+    return timings
+
+
+def ns_of(conn: psycopg.Connection, owner: str) -> uuid.UUID:
+    return conn.execute(
+        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, owner)
+    ).fetchone()[0]
+
+
+def build_references(conn: psycopg.Connection, kind: str, c: Corpus) -> dict[str, float]:
+    """Each head tenant's rows in a table of their own with their own HNSW index."""
+    table_name = "facts" if kind == "fact" else "messages"
+    seconds = {}
+    for name, users in c.groups.items():
+        if "tenant" not in name:
+            continue
+        ref = _ref_table(kind, users[0])
+        conn.execute(f"DROP TABLE IF EXISTS {ref}")
+        conn.execute(
+            f"CREATE TABLE {ref} AS SELECT id, embedding FROM memory.{table_name}"
+            " WHERE organization_id = %s AND namespace_id = %s",
+            (ORG, ns_of(conn, c.owners[users[0]])),
+        )
+        _, seconds[ref] = timed(
+            conn.execute,
+            f"CREATE INDEX ON {ref} USING hnsw (embedding vector_cosine_ops)"
+            " WITH (m = 16, ef_construction = 64)",
+        )
+        conn.execute(f"ANALYZE {ref}")
+    return seconds
+
+
+def _ref_table(kind: str, user: int) -> str:
+    return f"bench_ref_{kind}_{user}"
+
+
+class Query:
+    def __init__(self, conn: psycopg.Connection, kind: str, c: Corpus, user: int) -> None:
+        self.user, self.owner = user, c.owners[user]
+        self.vector, self.text = c.query(user)
+        self.claims = json.dumps({"sub": self.owner, "role": "authenticated"})
+        table_name = "facts" if kind == "fact" else "messages"
+        live = " AND forgotten_at IS NULL" if kind == "fact" else ""
+        self.exact = [
+            str(r[0])
+            for r in conn.execute(
+                f"SELECT id FROM memory.{table_name} WHERE organization_id = %s AND namespace_id = %s"
+                f"{live} ORDER BY (embedding <=> %s) + 0, id LIMIT {K}",
+                (ORG, ns_of(conn, self.owner), self.vector),
+            ).fetchall()
+        ]
+        if kind == "message":  # search_messages answers message ids: map them
+            self.exact = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT message_id FROM memory.messages WHERE organization_id = %s"
+                    " AND id = ANY(%s::uuid[]) ORDER BY array_position(%s::uuid[], id)",
+                    (ORG, self.exact, self.exact),
+                ).fetchall()
+            ]
+
+
+SEARCHES: dict[str, tuple[str, str]] = {  # method: (kind, SQL)
+    "search_facts vector-only": (
+        "fact",
+        "SELECT id::text FROM memory.search_facts(%(org)s, '', %(q)s::real[], '{}', 10,"
+        " '{\"text_weight\": 0}')",
+    ),
+    "search_facts hybrid": (
+        "fact",
+        "SELECT id::text FROM memory.search_facts(%(org)s, %(text)s, %(q)s::real[], '{}', 10)",
+    ),
+    "search_facts text-only": (
+        "fact",
+        "SELECT id::text FROM memory.search_facts(%(org)s, %(text)s, NULL, '{}', 10)",
+    ),
+    "search_messages vector-only": (
+        "message",
+        "SELECT id FROM memory.search_messages(%(org)s, '', %(q)s::real[], NULL, 10,"
+        " '{\"text_weight\": 0}')",
+    ),
+    "search_messages hybrid": (
+        "message",
+        "SELECT id FROM memory.search_messages(%(org)s, %(text)s, %(q)s::real[], NULL, 10)",
+    ),
+    "search_messages text-only": (
+        "message",
+        "SELECT id FROM memory.search_messages(%(org)s, %(text)s, NULL, NULL, 10)",
+    ),
+    "recall_context hybrid": (
+        "message",
+        "SELECT m.message_id FROM memory.recall_context(%(org)s, %(text)s, %(q)s::real[], '{}',"
+        ' \'{"facts": 0, "messages": 10}\') r JOIN memory.messages m'
+        " ON m.organization_id = %(org)s AND m.id = CASE WHEN r.kind = 'message' THEN substr(r.id, 9)::uuid END",
+    ),
+}
+
+
+def _timed_search(conn: psycopg.Connection, sql: str, q: Query) -> tuple[list[str], float]:
+    conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (q.claims,))
+    params = {"org": ORG, "q": q.vector.tolist(), "text": q.text}
+    rows, seconds = timed(lambda: conn.execute(sql, params).fetchall())
+    return [str(r[0]) for r in rows], seconds
+
+
+def measure_searches(
+    conn: psycopg.Connection,
+    kind: str,
+    c: Corpus,
+    queries: dict[str, list[Query]],
+    rounds: int,
+    phase: str,
+) -> list[Row]:
+    out = []
+    methods = [m for m, (k, _) in SEARCHES.items() if k == kind]
+    samples: dict[tuple[str, str], dict[str, list]] = {}
+    for _ in range(rounds):  # rounds outermost: a burst of load hits every method
+        for group, qs in queries.items():
+            for method in methods:
+                s = samples.setdefault((group, method), {"p50": [], "recall": [], "rows": []})
+                lat = []
+                for q in qs:
+                    got, dt = _timed_search(conn, SEARCHES[method][1], q)
+                    lat.append(1000 * dt)
+                    s["rows"].append(len(got))
+                    if len(q.exact):
+                        s["recall"].append(len(set(got) & set(q.exact)) / len(q.exact))
+                s["p50"].append(statistics.median(lat))
+                s.setdefault("p95", []).append(percentile(lat, 95))
+    conn.execute("SELECT set_config('request.jwt.claims', '', false)")
+    for (group, method), s in samples.items():
+        out.append(
+            {
+                "kind": kind,
+                "phase": phase,
+                "group": group,
+                "method": method,
+                "size": statistics.median(c.sizes[q.user] for q in queries[group]),
+                "p50_ms": stat(s["p50"]),
+                "p95_ms": stat(s["p95"]),
+                "recall_at_10": statistics.fmean(s["recall"]) if s["recall"] else None,
+                "rows_min": min(s["rows"]),
+            }
+        )
+    return out
+
+
+def measure_reference(
+    conn: psycopg.Connection, kind: str, queries: dict[str, list[Query]], rounds: int
+) -> list[Row]:
+    """Each tenant's own table: recall and p50 by ef_search; the chosen one marked."""
+    out = []
+    for group, qs in queries.items():
+        if "tenant" not in group:
+            continue
+        ref = _ref_table(kind, qs[0].user)
+        exact = {}
+        for q in qs:
+            rows = conn.execute(
+                f"SELECT id FROM {ref} ORDER BY (embedding <=> %s) + 0, id LIMIT {K}", (q.vector,)
+            ).fetchall()
+            exact[id(q)] = {str(r[0]) for r in rows}
+        for ef in REF_LADDER:
+            conn.execute(f"SET hnsw.ef_search = {ef}")
+            p50s, recalls = [], []
+            for _ in range(rounds):
+                lat = []
+                for q in qs:
+                    rows, dt = timed(
+                        lambda q=q, ref=ref: conn.execute(
+                            f"SELECT id FROM {ref} ORDER BY embedding <=> %s LIMIT {K}", (q.vector,)
+                        ).fetchall()
+                    )
+                    lat.append(1000 * dt)
+                    recalls.append(len({str(r[0]) for r in rows} & exact[id(q)]) / K)
+                p50s.append(statistics.median(lat))
+            recall = statistics.fmean(recalls)
+            row = {
+                "kind": kind,
+                "group": group,
+                "ef_search": ef,
+                "recall_at_10": recall,
+                "p50_ms": stat(p50s),
+                "chosen": recall >= 0.97 or ef == REF_LADDER[-1],
+            }
+            out.append(row)
+            if row["chosen"]:
+                break
+        conn.execute("RESET hnsw.ef_search")
+    return out
+
+
+def _run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, float]:
+    conn.execute(
+        "SELECT memory.configure('namespace_index_min_rows', %s)",
+        (None if min_rows is None else str(min_rows),),
+    )
+    for key, value in BUILD.items():
+        conn.execute(f"SET {key} = '{value}'")
+    rows, seconds = timed(lambda: conn.execute("SELECT * FROM memory.maintain()").fetchall())
+    conn.execute("ANALYZE memory.facts")
+    conn.execute("ANALYZE memory.messages")
+    return rows, seconds
+
+
+def kept_load(dsn: str, signature: str) -> dict[str, float] | None:
+    try:
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT load FROM bench_corpus WHERE sig = %s", (signature,)
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return row[0] if row else None
+
+
+def main() -> None:
+    ap = options(__doc__, "100,000 facts and messages")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--queries", type=int, default=50, help="queries per group")
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the loaded server (bench-tenants-kept)"
+    )
+    ap.add_argument(
+        "--own-only",
+        action="store_true",
+        help="with --keep: measure the own-index phase and the reference again, keeping\n"
+        "the shared phase and the build of the last full run's result",
+    )
+    args = ap.parse_args()
+    n = 100_000 if args.quick else 1_000_000
+    users = 5_000 if args.quick else 20_000
+    min_rows = 4_000 if args.quick else None  # None: the default (10,000)
+    facts = corpus(n, users, HEADS, seed=7)
+    messages = corpus(n, users, (HEAVY,), seed=8)
+    result = new_result(
+        "tenants",
+        args.quick,
+        facts=n,
+        messages=n,
+        users=users,
+        rounds=args.rounds,
+        queries=args.queries,
+        heads=[facts.sizes[i] for i in range(len(HEADS))],
+        heavy=messages.sizes[0],
+    )
+    env, tables = result["environment"], result["tables"]
+    with embedded_server("tenants", keep=args.keep, settings=SERVER_SETTINGS) as srv:
+        dbname = f"tenants_{n}"
+        signature = facts.signature + " | " + messages.signature
+        load_row = kept_load(srv.dsn(dbname), signature) if args.keep else None
+        dsn = srv.dsn(dbname) if load_row is not None else create_database(srv, dbname)
+        env["versions"] = server_versions(dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            register_vector(conn)
+            conn.prepare_threshold = None
+            env["server_settings"] = {
+                **server_settings(dsn, ("shared_buffers", "work_mem", "jit")),
+                **BUILD,
+            }
+            if load_row is None:
+                print(f"loading {n:,} facts and {n:,} messages ...", flush=True)
+                load_row = load(conn, facts, messages)
+                load_row.update(build_references(conn, "fact", facts))
+                load_row.update(build_references(conn, "message", messages))
+                conn.execute("CREATE TABLE bench_corpus (sig text, load jsonb)")
+                conn.execute(
+                    "INSERT INTO bench_corpus VALUES (%s, %s)", (signature, json.dumps(load_row))
+                )
+            tables["load"] = [load_row]
+            for c in (facts, messages):
+                for group in c.groups.values():
+                    for u in group:
+                        conn.execute(
+                            "SELECT memory.grant(%s, %s, 'memory.read')", (ORG, c.owners[u])
+                        )
+            rng_pick = np.random.default_rng(3)
+            queries = {}
+            for kind, c in (("fact", facts), ("message", messages)):
+                queries[kind] = {
+                    g: [Query(conn, kind, c, int(rng_pick.choice(us))) for _ in range(args.queries)]
+                    for g, us in c.groups.items()
+                }
+            rows: list[Row] = []
+            phases = PHASES[1:] if args.own_only else PHASES
+            if args.own_only:  # the shared phase and the build as the last full run measured them
+                earlier = json.loads((args.out / f"{result_name(result)}.json").read_text())
+                rows = [x for x in earlier["tables"]["searches"] if x["phase"] == PHASES[0]]
+                tables["maintain"] = earlier["tables"]["maintain"]
+            for phase in phases:
+                if phase == "shared index":
+                    _run_maintain(conn, 0)
+                elif not args.own_only:
+                    built, seconds = _run_maintain(conn, min_rows)
+                    tables["maintain"] = [
+                        {"action": a, "kind": k, "live_rows": r, "seconds": seconds}
+                        for a, k, _, _, r, _ in built
+                    ]
+                    print(f"  maintain: {len(built)} indexes in {seconds:.0f} s", flush=True)
+                for kind, c in (("fact", facts), ("message", messages)):
+                    rows += measure_searches(conn, kind, c, queries[kind], args.rounds, phase)
+                    print(f"  {phase}, {kind}s: done", flush=True)
+            tables["searches"] = rows
+            tables["reference"] = []
+            for kind in ("fact", "message"):
+                tables["reference"] += measure_reference(conn, kind, queries[kind], args.rounds)
+            result["config"]["min_rows"] = conn.execute(
+                "SELECT memory.setting('namespace_index_min_rows')::int"
+            ).fetchone()[0]
+    save(result, args.out)
+
+
+# ------------------------------------------------------------------------------- reporting
+
+
+def _reference(r: Result) -> dict[tuple[str, str], Row]:
+    return {(x["kind"], x["group"]): x for x in r["tables"]["reference"] if x["chosen"]}
+
+
+def _searches(r: Result) -> dict[tuple[str, str, str], Row]:
+    return {(x["phase"], x["group"], x["method"]): x for x in r["tables"]["searches"]}
+
+
+def results_table(r: Result) -> str:
+    ref, s = _reference(r), _searches(r)
+    out = []
+    for kind in ("fact", "message"):
+        groups = list(
+            dict.fromkeys(x["group"] for x in r["tables"]["searches"] if x["kind"] == kind)
+        )
+        methods = list(
+            dict.fromkeys(x["method"] for x in r["tables"]["searches"] if x["kind"] == kind)
+        )
+        rows = []
+        for g in groups:
+            base = ref.get((kind, g))
+            for m in methods:
+                cells = [g, m]
+                for phase in PHASES:
+                    x = s.get((phase, g, m))
+                    if x is None:
+                        cells += ["", ""]
+                        continue
+                    rec = "" if x["recall_at_10"] is None else f"{x['recall_at_10']:.3f}"
+                    cells += [spread(x["p50_ms"]), rec]
+                own = s.get(("own index", g, m))
+                cells.append(
+                    f"{own['p50_ms']['median'] / base['p50_ms']['median']:.2f}{TIMES}"
+                    if base and own
+                    else ""
+                )
+                rows.append(cells)
+            if base:
+                rows.append(
+                    [
+                        g,
+                        f"reference (ef_search {base['ef_search']})",
+                        "",
+                        "",
+                        spread(base["p50_ms"]),
+                        f"{base['recall_at_10']:.3f}",
+                        f"1.00{TIMES}",
+                    ]
+                )
+        out.append(
+            f"**{'Facts' if kind == 'fact' else 'Messages'}** (p50 ms, recall@10):\n\n"
+            + table(
+                [
+                    "group",
+                    "method",
+                    "shared index p50",
+                    "recall",
+                    "own index p50",
+                    "recall",
+                    "own / reference",
+                ],
+                rows,
+            )
+        )
+    return "\n\n".join(out)
+
+
+def markdown(r: Result) -> str:
+    built = r["tables"].get("maintain", [])
+    env = r["environment"]["server_settings"]
+    return section(
+        SECTION,
+        r,
+        heads=", ".join(f"{h:,}" for h in r["config"]["heads"]),
+        ladder=", ".join(map(str, REF_LADDER)),
+        own_indexes=", ".join(f"{b['kind']} {b['live_rows']:,}" for b in built) or "none",
+        maintain_s=built[0]["seconds"] if built else 0.0,
+        min_rows=r["config"].get("min_rows", 0),
+        shared_buffers=env.get("shared_buffers"),
+        maintenance_work_mem=env.get("maintenance_work_mem"),
+        load=", ".join(f"{k} {v:.0f} s" for k, v in r["tables"]["load"][0].items()),
+        tables=results_table(r),
+    )
+
+
+def targets(r: Result) -> list[dict[str, Any]]:
+    ref, s = _reference(r), _searches(r)
+    out = []
+    for (kind, group), base in sorted(ref.items()):
+        b = base["p50_ms"]["median"]
+        prefix = "search_facts" if kind == "fact" else "search_messages"
+        methods = [(f"{prefix} vector-only", 1.3), (f"{prefix} hybrid", 2.0)]
+        if kind == "message":
+            methods.append(("recall_context hybrid", 2.0))
+        for method, limit in methods:
+            x = s.get(("own index", group, method))
+            if x is None:
+                continue
+            ratio = x["p50_ms"]["median"] / b
+            rec = x["recall_at_10"]
+            need_recall = "vector-only" in method
+            out.append(
+                {
+                    "target": f"{group} ({kind}s): {method} p50 ≤ {limit}{TIMES} its own table's index"
+                    + (", recall@10 ≥ 0.97" if need_recall else ""),
+                    "measured": f"{x['p50_ms']['median']:.2f} ms vs {b:.2f} ms ({ratio:.2f}{TIMES})"
+                    + (f", recall {rec:.3f}" if need_recall else ""),
+                    "met": ratio <= limit and (not need_recall or rec >= 0.97),
+                }
+            )
+    for kind, prefix in (("fact", "search_facts"), ("message", "search_messages")):
+        x = s.get(("own index", "tiny", f"{prefix} hybrid"))
+        v = s.get(("own index", "tiny", f"{prefix} vector-only"))
+        if x and v:
+            out.append(
+                {
+                    "target": f"tiny namespaces ({kind}s): {prefix} hybrid p50 ≤ 2 ms, recall 1.0",
+                    "measured": f"{x['p50_ms']['median']:.2f} ms, recall {v['recall_at_10']:.3f}",
+                    "met": x["p50_ms"]["median"] <= 2 and v["recall_at_10"] == 1.0,
+                }
+            )
+        before = s.get(("shared index", "medium", f"{prefix} hybrid"))
+        after = s.get(("own index", "medium", f"{prefix} hybrid"))
+        if before and after:
+            ratio = after["p50_ms"]["median"] / before["p50_ms"]["median"]
+            out.append(
+                {
+                    "target": f"medium namespaces ({kind}s): no slower with own indexes in the table",
+                    "measured": f"{after['p50_ms']['median']:.2f} ms after, "
+                    f"{before['p50_ms']['median']:.2f} ms before ({ratio:.2f}{TIMES})",
+                    "met": ratio <= 1.1,
+                }
+            )
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+-- Indexes of their own for large namespaces. One HNSW graph shared by every
+-- tenant serves a filtered search badly once a tenant holds a large share of
+-- the table: the walk has to visit everyone's rows to find enough of the
+-- tenant's (ef_search 800 for recall 0.97 at 10% of 1,000,000 facts). A
+-- namespace of at least `namespace_index_min_rows` live rows gets a partial
+-- HNSW index whose predicate is that namespace; memory.maintain() creates and
+-- drops them, and memory._nearest searches such a namespace through its own
+-- (docs/archival.md, "Large namespaces").
+
+-- The name of a namespace's own index on the `kind` table: the table's name
+-- and a hash of the organization and namespace (a name holds 63 bytes).
+CREATE OR REPLACE FUNCTION memory._namespace_index(kind text, org uuid, namespace_id uuid) RETURNS name
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (t.table_name || '_ns_' || md5(org::text || '/' || namespace_id::text))::name
+    FROM memory._memory_tables() t WHERE t.kind = _namespace_index.kind
+$$;
+
+-- Those of `namespace_ids` that have an index of their own, in order.
+CREATE OR REPLACE FUNCTION memory._own_indexed(kind text, org uuid, namespace_ids uuid[]) RETURNS uuid[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(n ORDER BY n), '{}')
+    FROM unnest(namespace_ids) n
+    WHERE to_regclass(format('memory.%I', memory._namespace_index(kind, org, n))) IS NOT NULL
+$$;
+
+-- What memory.maintain() measured of a namespace's own index (in its comment):
+-- {"organization_id", "namespace_id", "rows", "ef_search"}; null without one.
+CREATE OR REPLACE FUNCTION memory._own_index_about(kind text, org uuid, namespace_id uuid) RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT obj_description(to_regclass(format('memory.%I', memory._namespace_index(kind, org, namespace_id))),
+                           'pg_class')::jsonb
+$$;
+
+-- The ef_search a namespace's own index needs for recall@10 0.98 (memory.maintain).
+CREATE OR REPLACE FUNCTION memory._own_ef_search(kind text, org uuid, namespace_id uuid) RETURNS int
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce((memory._own_index_about(kind, org, namespace_id) ->> 'ef_search')::int, 100) $$;
+
+-- The smallest ef_search at which a namespace's own index, walked as a search
+-- walks it (a list of 40, iterative scan), finds 98% of the exact 10 nearest
+-- neighbours of 30 of the namespace's own rows (each leaving itself out). Data
+-- decide it: a tenant of 5,000 clustered facts needed 60, one of 20,000 over 400
+-- (bench/tenants.py).
+CREATE OR REPLACE FUNCTION memory._calibrate_ef_search(kind text, org uuid, namespace_id uuid) RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET hnsw.iterative_scan = 'relaxed_order'
+SET hnsw.max_scan_tuples = 100000
+SET hnsw.ef_search = 40
+AS $$
+DECLARE
+    probe_ids uuid[];
+    probes @extschema:vector@.vector[];
+    truth uuid[] := '{}';  -- 10 per probe, in probe order
+    ladder int[] := ARRAY[40, 60, 80, 100, 150, 200, 300, 400, 600, 800, 1000];
+    ef int;
+    found bigint;
+BEGIN
+    IF kind = 'fact' THEN
+        SELECT array_agg(p.id), array_agg(p.embedding) INTO probe_ids, probes
+        FROM (SELECT f.id, f.embedding FROM memory.facts f
+              WHERE f.organization_id = org AND f.namespace_id = _calibrate_ef_search.namespace_id
+                AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
+              ORDER BY md5(f.id::text) LIMIT 30) p;
+    ELSE
+        SELECT array_agg(p.id), array_agg(p.embedding) INTO probe_ids, probes
+        FROM (SELECT m.id, m.embedding FROM memory.messages m
+              WHERE m.organization_id = org AND m.namespace_id = _calibrate_ef_search.namespace_id
+                AND m.embedding IS NOT NULL
+              ORDER BY md5(m.id::text) LIMIT 30) p;
+    END IF;
+    IF probes IS NULL THEN
+        RETURN NULL;
+    END IF;
+    FOR i IN 1 .. cardinality(probes) LOOP
+        truth := truth || ARRAY(
+            SELECT n.id FROM memory._nearest_in(kind, org, ARRAY[namespace_id], NULL, probes[i], 11, true) n
+            WHERE n.id <> probe_ids[i] ORDER BY n.distance, n.id LIMIT 10);
+    END LOOP;
+    FOREACH ef IN ARRAY ladder LOOP
+        PERFORM set_config('hnsw.ef_search', ef::text, true);
+        SELECT sum((SELECT count(*) FROM (
+                        SELECT n.id FROM memory._nearest_in(kind, org, ARRAY[namespace_id], NULL, probes[i], 41, false) n
+                        WHERE n.id <> probe_ids[i] ORDER BY n.distance, n.id LIMIT 10) h
+                    WHERE h.id = ANY (truth[10 * i - 9 : 10 * i])))
+        INTO found FROM generate_series(1, cardinality(probes)) i;
+        IF found >= 0.98 * cardinality(truth) THEN
+            RETURN ef;
+        END IF;
+    END LOOP;
+    RETURN ladder[cardinality(ladder)];
+END
+$$;
+
+-- Builds a namespace's own HNSW index. Its predicate repeats the filter every
+-- search of one namespace writes, so the planner can prove it and use it.
+-- A plain CREATE INDEX (CONCURRENTLY cannot run inside a function): writes to
+-- the table wait until it is built, reads go on.
+CREATE OR REPLACE FUNCTION memory._create_namespace_index(kind text, org uuid, namespace_id uuid) RETURNS name
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+    index_name name := memory._namespace_index(kind, org, namespace_id);
+    config record := memory._embedding_config();
+    vector_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                           WHERE e.extname = 'vector');
+BEGIN
+    SELECT * INTO t FROM memory._memory_tables() m WHERE m.kind = _create_namespace_index.kind;
+    EXECUTE format('CREATE INDEX %I ON memory.%I USING hnsw (embedding %I.%I) '
+                   'WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
+                   index_name, t.table_name, vector_schema, config.type_name || '_cosine_ops', org, namespace_id)
+         || coalesce(' AND ' || t.live, '');
+    -- What maintain() reads back to report a drop.
+    EXECUTE format('COMMENT ON INDEX memory.%I IS %L', index_name,
+                   jsonb_build_object('organization_id', org, 'namespace_id', namespace_id)::text);
+    RETURN index_name;
+END
+$$;
+
+-- Every namespace's own index of the `kind` table, with the namespace it serves.
+CREATE OR REPLACE FUNCTION memory._namespace_indexes(kind text)
+RETURNS TABLE (index_name name, organization_id uuid, namespace_id uuid)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.relname, (d.about ->> 'organization_id')::uuid, (d.about ->> 'namespace_id')::uuid
+    FROM memory._memory_tables() t
+    JOIN pg_index i ON i.indrelid = format('memory.%I', t.table_name)::regclass
+    JOIN pg_class c ON c.oid = i.indexrelid
+    CROSS JOIN LATERAL (SELECT obj_description(c.oid, 'pg_class')::jsonb AS about) d
+    WHERE t.kind = _namespace_indexes.kind AND c.relname LIKE t.table_name || '\_ns\_%'
+$$;
+
+-- Drops every namespace's own index (the embedding column is about to change type).
+CREATE OR REPLACE FUNCTION memory._drop_namespace_indexes() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    i record;
+BEGIN
+    FOR i IN SELECT x.index_name FROM memory._memory_tables() t, memory._namespace_indexes(t.kind) x LOOP
+        EXECUTE format('DROP INDEX memory.%I', i.index_name);
+    END LOOP;
+    DELETE FROM memory.namespace_lexemes;
+END
+$$;
+
+-- Counts again how many live rows of a namespace hold each lexeme (those in
+-- at least 10: a rarer one is rare enough for any query).
+CREATE OR REPLACE FUNCTION memory._count_lexemes(kind text, org uuid, namespace_id uuid, total bigint) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+BEGIN
+    SELECT * INTO t FROM memory._memory_tables() m WHERE m.kind = _count_lexemes.kind;
+    DELETE FROM memory.namespace_lexemes l
+    WHERE l.organization_id = org AND l.namespace_id = _count_lexemes.namespace_id AND l.kind = _count_lexemes.kind;
+    EXECUTE format('INSERT INTO memory.namespace_lexemes (organization_id, namespace_id, kind, lexeme, rows, total) '
+                   'SELECT $1, $2, $3, s.word, s.ndoc, $4 FROM ts_stat(%L) s WHERE s.ndoc >= 10',
+                   format('SELECT search_text FROM memory.%I WHERE organization_id = %L AND namespace_id = %L',
+                          t.table_name, org, namespace_id) || coalesce(' AND ' || t.live, ''))
+        USING org, namespace_id, kind, greatest(total, 1);
+END
+$$;
+
+-- Measures a namespace's own index again: its lexeme counts and the
+-- ef_search it needs, written with its size into the index's comment.
+CREATE OR REPLACE FUNCTION memory._measure_namespace_index(kind text, org uuid, namespace_id uuid, live_rows bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory._count_lexemes(kind, org, namespace_id, live_rows);
+    EXECUTE format('COMMENT ON INDEX memory.%I IS %L', memory._namespace_index(kind, org, namespace_id),
+                   jsonb_build_object('organization_id', org, 'namespace_id', namespace_id, 'rows', live_rows,
+                                      'ef_search', memory._calibrate_ef_search(kind, org, namespace_id))::text);
+END
+$$;
+
+-- The query's lexemes a search of a namespace with its own index looks for:
+-- the rarest first, while the rows holding them add up to at most `budget`
+-- (the rarest is always in). A lexeme not counted is in fewer than 10 rows.
+CREATE OR REPLACE FUNCTION memory._rare_lexemes(kind text, org uuid, namespace_id uuid, query text, budget int)
+RETURNS tsquery
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memory._or_lexemes(array_agg(r.lexeme))
+    FROM (SELECT q.lexeme, row_number() OVER w AS rarity, sum(coalesce(n.rows, 9)) OVER w AS rows_through
+          FROM unnest(memory._lexemes(query)) q(lexeme)
+          LEFT JOIN memory.namespace_lexemes n
+            ON n.organization_id = org AND n.namespace_id = _rare_lexemes.namespace_id
+           AND n.kind = _rare_lexemes.kind AND n.lexeme = q.lexeme
+          WINDOW w AS (ORDER BY coalesce(n.rows, 9), q.lexeme)) r
+    WHERE r.rarity = 1 OR r.rows_through <= budget
+$$;
+
+-- Creates the own indexes namespaces have grown into and drops those they
+-- have shrunk out of (service only). A namespace gets one at
+-- namespace_index_min_rows live rows and keeps it down to half of that, so
+-- one at the line is not rebuilt back and forth; 0 drops them all.
+-- Idempotent, one maintainer at a time; returns what it changed.
+CREATE OR REPLACE FUNCTION memory.maintain()
+RETURNS TABLE (action text, kind text, organization_id uuid, namespace_id uuid, live_rows bigint, index_name name)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    min_rows bigint := memory._setting_int('namespace_index_min_rows');
+    t record;
+    sizes jsonb;  -- {"<org>/<namespace>": live rows} of the namespaces at least half the line
+    x record;
+BEGIN
+    PERFORM memory._require_service();
+    PERFORM pg_advisory_xact_lock(hashtextextended('memory.maintain', 0));
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        kind := t.kind;
+        EXECUTE format('SELECT coalesce(jsonb_object_agg(s.organization_id || ''/'' || s.namespace_id, s.n), ''{}'') '
+                       'FROM (SELECT r.organization_id, r.namespace_id, count(*) AS n FROM memory.%I r %s '
+                       'GROUP BY 1, 2 HAVING count(*) >= $1) s',
+                       t.table_name, coalesce('WHERE ' || t.live, ''))
+            INTO sizes USING greatest(1, (min_rows + 1) / 2);
+        FOR x IN SELECT * FROM memory._namespace_indexes(t.kind) ORDER BY 1 LOOP
+            CONTINUE WHEN min_rows > 0 AND sizes ? (x.organization_id || '/' || x.namespace_id);
+            EXECUTE format('DROP INDEX memory.%I', x.index_name);
+            DELETE FROM memory.namespace_lexemes l
+            WHERE l.organization_id = x.organization_id AND l.namespace_id = x.namespace_id AND l.kind = t.kind;
+            action := 'dropped'; organization_id := x.organization_id; namespace_id := x.namespace_id;
+            EXECUTE format('SELECT count(*) FROM memory.%I r WHERE r.organization_id = $1 AND r.namespace_id = $2 %s',
+                           t.table_name, coalesce('AND ' || t.live, ''))
+                INTO live_rows USING x.organization_id, x.namespace_id;
+            index_name := x.index_name;
+            RETURN NEXT;
+        END LOOP;
+        FOR x IN SELECT split_part(s.key, '/', 1)::uuid AS org, split_part(s.key, '/', 2)::uuid AS ns,
+                        s.value::bigint AS n,
+                        to_regclass(format('memory.%I', memory._namespace_index(t.kind, split_part(s.key, '/', 1)::uuid,
+                                                                                split_part(s.key, '/', 2)::uuid))) AS own,
+                        (memory._own_index_about(t.kind, split_part(s.key, '/', 1)::uuid,
+                                                 split_part(s.key, '/', 2)::uuid) ->> 'rows')::bigint AS measured
+                 FROM jsonb_each_text(sizes) s
+                 WHERE min_rows > 0 ORDER BY s.key LOOP
+            CONTINUE WHEN x.own IS NULL AND x.n < min_rows;  -- under the line, and none to keep
+            IF x.own IS NULL THEN
+                action := 'created'; organization_id := x.org; namespace_id := x.ns; live_rows := x.n;
+                index_name := memory._create_namespace_index(t.kind, x.org, x.ns);
+                RETURN NEXT;
+            END IF;
+            -- What was measured follows the namespace within a quarter of its size.
+            IF x.own IS NULL OR x.measured IS NULL OR abs(x.n - x.measured) * 4 > x.measured THEN
+                PERFORM memory._measure_namespace_index(t.kind, x.org, x.ns, x.n);
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;

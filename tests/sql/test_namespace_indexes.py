@@ -1,0 +1,428 @@
+"""Large namespaces get an HNSW index of their own (memory.maintain), and searches
+use it: which index served a search is read from the statistics of the searching
+transaction (pg_stat_get_xact_numscans), the plan from EXPLAIN. No timings here:
+bench/search.py measures the speed.
+
+One table of 13,000 facts: a large user of 6,000 (46%), 10 medium users of 600 and
+200 tiny users of 5, with exact_search_max_rows 100 (the medium ones go through the
+shared index) and namespace_index_min_rows 3,000. The large user also has 4,000
+messages, a medium user 600.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+from tests.conftest import _install_memory
+from tests.support import Failure, user_claims
+
+DIMS = 32
+CENTERS = 16
+ORG = uuid.UUID("00000000-0000-4000-8000-0000000000bb")
+OTHER_ORG = uuid.UUID("00000000-0000-4000-8000-0000000000bc")
+LARGE = uuid.UUID(int=50_000)
+MEDIUM = [uuid.UUID(int=51_000 + i) for i in range(10)]
+TINY = [uuid.UUID(int=52_000 + i) for i in range(200)]
+ADMIN = uuid.UUID(int=53_000)  # memory.manage in ORG
+STRANGER = uuid.UUID(int=54_000)  # a user of OTHER_ORG
+MIN_ROWS = 3_000
+
+
+def _vectors(rng: np.random.Generator, centers: np.ndarray, n: int) -> np.ndarray:
+    return centers[rng.integers(0, CENTERS, size=n)] + 0.6 * rng.standard_normal((n, DIMS))
+
+
+@pytest.fixture(scope="module")
+def big(pg_server) -> Iterator[dict[str, Any]]:
+    name = "memnsidx"
+    admin = psycopg.connect(pg_server.server.dsn(), autocommit=True)
+    admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin.execute(f"CREATE DATABASE {name}")
+    dsn = pg_server.server.dsn(name)
+    conn = psycopg.connect(dsn, autocommit=True)
+    _install_memory(conn)  # as the test databases get it (tests/install_modes.py)
+    conn.execute("SELECT memory.configure_embeddings(%s)", (DIMS,))
+    conn.execute("SELECT memory.configure('exact_search_max_rows', '100')")
+    conn.execute("SELECT memory.configure('namespace_index_min_rows', %s)", (str(MIN_ROWS),))
+    register_vector(conn)
+    rng = np.random.default_rng(3)
+    centers = rng.standard_normal((CENTERS, DIMS)).astype(np.float32)
+    layout = [(LARGE, 6_000)] + [(u, 600) for u in MEDIUM] + [(u, 5) for u in TINY]
+    for user in [u for u, _ in layout] + [ADMIN]:
+        conn.execute("SELECT memory.grant(%s, %s, 'memory.read')", (ORG, user))
+    conn.execute("SELECT memory.grant(%s, %s, 'memory.manage')", (ORG, ADMIN))
+    conn.execute("SELECT memory.grant(%s, %s, 'memory.read')", (OTHER_ORG, STRANGER))
+    conn.execute(
+        "INSERT INTO memory.namespaces (organization_id, id, scope, owner_id) "
+        "SELECT o, memory._namespace_id(o, 'user', u, NULL), 'user', u "
+        "FROM unnest(%s::uuid[], %s::uuid[]) x(o, u) ON CONFLICT DO NOTHING",
+        (
+            [ORG] * (len(layout) + 1) + [OTHER_ORG],
+            [u for u, _ in layout] + [ADMIN, STRANGER],
+        ),
+    )
+    conn.execute("DROP INDEX memory.facts_embedding_idx, memory.messages_embedding_idx")
+    conn.execute(f"CREATE TEMP TABLE staged (owner uuid, content text, embedding vector({DIMS}))")
+    with conn.cursor().copy("COPY staged FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["uuid", "text", "vector"])
+        for index, (user, count) in enumerate(layout):
+            for n, v in enumerate(_vectors(rng, centers, count).astype(np.float32)):
+                copy.write_row((user, f"fact {n} of user {index}", v))
+        for n, v in enumerate(_vectors(rng, centers, 2).astype(np.float32)):
+            copy.write_row((ADMIN, f"fact {n} of the admin", v))
+            copy.write_row((STRANGER, f"fact {n} of the stranger", v))
+    conn.execute(
+        "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding) "
+        "SELECT CASE WHEN owner = %(s)s THEN %(o2)s ELSE %(o)s END,"
+        " memory._namespace_id(CASE WHEN owner = %(s)s THEN %(o2)s ELSE %(o)s END, 'user', owner, NULL),"
+        " content, embedding FROM staged ORDER BY random()",
+        {"o": ORG, "o2": OTHER_ORG, "s": STRANGER},
+    )
+    messages = [(LARGE, 4_000), (MEDIUM[0], 600)]
+    conn.execute("TRUNCATE staged")
+    with conn.cursor().copy("COPY staged FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["uuid", "text", "vector"])
+        for user, count in messages:
+            for n, v in enumerate(_vectors(rng, centers, count).astype(np.float32)):
+                copy.write_row((user, f"message {n}", v))
+    conn.execute(
+        "INSERT INTO memory.messages (organization_id, namespace_id, chat_id, message_id, role, content,"
+        " embedding) SELECT %(o)s, memory._namespace_id(%(o)s, 'user', owner, NULL),"
+        " 'chat-' || (row_number() OVER () %% 40), 'm' || row_number() OVER (), 'user', content, embedding"
+        " FROM staged ORDER BY random()",
+        {"o": ORG},
+    )
+    conn.execute("SET maintenance_work_mem = '256MB'")
+    conn.execute(
+        "CREATE INDEX facts_embedding_idx ON memory.facts "
+        "USING hnsw (embedding vector_cosine_ops) WHERE forgotten_at IS NULL"
+    )
+    conn.execute(
+        "CREATE INDEX messages_embedding_idx ON memory.messages USING hnsw (embedding vector_cosine_ops)"
+    )
+    conn.execute("ANALYZE memory.facts")
+    conn.execute("ANALYZE memory.messages")
+    created = conn.execute(
+        "SELECT action, kind, live_rows FROM memory.maintain() ORDER BY 2"
+    ).fetchall()
+    yield {"dsn": dsn, "conn": conn, "centers": centers, "created": created}
+    conn.close()
+    admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    admin.close()
+
+
+def _index(conn: psycopg.Connection, kind: str, user: uuid.UUID, org: uuid.UUID = ORG) -> str:
+    return conn.execute(
+        "SELECT memory._namespace_index(%s, %s, memory._namespace_id(%s, 'user', %s, NULL))",
+        (kind, org, org, user),
+    ).fetchone()[0]
+
+
+def _own_indexes(conn: psycopg.Connection) -> list[tuple[str, int]]:
+    """(index name, its oid) of every namespace's own index."""
+    return conn.execute(
+        "SELECT c.relname, c.oid::int FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+        "WHERE i.indrelid IN ('memory.facts'::regclass, 'memory.messages'::regclass) "
+        "AND c.relname ~ '^(facts|messages)_ns_' ORDER BY 1"
+    ).fetchall()
+
+
+def _as_user(dsn: str, user: uuid.UUID, sql: str, params: tuple):
+    """A user's call, and the index scans its transaction made, by index name."""
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        conn.execute(
+            "SELECT set_config('request.jwt.claims', %s, true)", (json.dumps(user_claims(user)),)
+        )
+        rows = conn.execute(sql, params).fetchall()
+        scans = dict(
+            conn.execute(
+                "SELECT c.relname::text, pg_stat_get_xact_numscans(c.oid) FROM pg_class c "
+                "JOIN pg_index i ON i.indexrelid = c.oid "
+                "WHERE i.indrelid IN ('memory.facts'::regclass, 'memory.messages'::regclass) "
+                "AND pg_stat_get_xact_numscans(c.oid) > 0"
+            ).fetchall()
+        )
+    return rows, scans
+
+
+FACTS = "SELECT id FROM memory.search_facts(%s, '', %s::real[], '{}', %s)"
+MESSAGES = "SELECT id, chat_id FROM memory.search_messages(%s, '', %s::real[], %s, %s)"
+
+
+def _exact_facts(conn, user: uuid.UUID, query: np.ndarray, k: int, org: uuid.UUID = ORG) -> list:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT f.id FROM memory.facts f WHERE f.organization_id = %s AND f.forgotten_at IS NULL"
+            " AND f.namespace_id IN (memory._namespace_id(%s, 'user', %s, NULL),"
+            "                        memory._namespace_id(%s, 'organization', NULL, NULL))"
+            " ORDER BY (f.embedding <=> %s::real[]::vector) + 0, f.id LIMIT %s",
+            (org, org, user, org, query.tolist(), k),
+        ).fetchall()
+    ]
+
+
+def test_maintain_built_the_large_namespace_its_own_indexes(big):
+    assert big["created"] == [("created", "fact", 6_000), ("created", "message", 4_000)]
+    conn = big["conn"]
+    names = [name for name, _ in _own_indexes(conn)]
+    assert names == sorted([_index(conn, "fact", LARGE), _index(conn, "message", LARGE)])
+    definition = conn.execute(
+        "SELECT pg_get_indexdef(%s::regclass)", (f"memory.{_index(conn, 'fact', LARGE)}",)
+    ).fetchone()[0]
+    large_ns = conn.execute(
+        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
+    ).fetchone()[0]
+    # maintain measured it: its size and the ef_search it needs, in its comment.
+    about = conn.execute(
+        "SELECT memory._own_index_about('fact', %s, %s)", (ORG, large_ns)
+    ).fetchone()[0]
+    assert about["rows"] == 6_000 and about["namespace_id"] == str(large_ns)
+    assert about["ef_search"] in (40, 60, 80, 100, 150, 200, 300, 400, 600, 800, 1000)
+    assert definition.endswith(
+        f"USING hnsw (embedding vector_cosine_ops) WHERE ((organization_id = '{ORG}'::uuid)"
+        f" AND (namespace_id = '{large_ns}'::uuid) AND (forgotten_at IS NULL))"
+    )
+
+
+def test_a_large_namespace_is_searched_through_its_own_index(big):
+    conn, dsn = big["conn"], big["dsn"]
+    query = _vectors(np.random.default_rng(1), big["centers"], 1)[0].astype(np.float32)
+    own = _index(conn, "fact", LARGE)
+    # The planner picks it for the query a search of that namespace makes.
+    plan = "\n".join(
+        r[0]
+        for r in conn.execute(
+            "EXPLAIN SELECT f.id FROM memory.facts f WHERE f.organization_id = %s"
+            " AND f.namespace_id = ANY (ARRAY[memory._namespace_id(%s, 'user', %s, NULL)])"
+            " AND f.forgotten_at IS NULL ORDER BY f.embedding <=> %s LIMIT 40",
+            (ORG, ORG, LARGE, query),
+        ).fetchall()
+    )
+    assert f"Index Scan using {own} on facts f" in plan, plan
+    # And search_facts uses it: one scan of the own index, none of the shared one.
+    rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, query.tolist(), 10))
+    assert len(rows) == 10
+    assert scans.get(own) == 1 and "facts_embedding_idx" not in scans, scans
+    # A medium namespace is not (the planner may walk the shared index or sort its
+    # btree range: 600 rows); a tiny one is ranked exactly.
+    _, scans = _as_user(dsn, MEDIUM[0], FACTS, (ORG, query.tolist(), 10))
+    assert not any(name.startswith("facts_ns_") for name in scans), scans
+    _, scans = _as_user(dsn, TINY[0], FACTS, (ORG, query.tolist(), 10))
+    assert not any(name.startswith(("facts_embedding", "facts_ns_")) for name in scans), scans
+    # Messages too.
+    own_messages = _index(conn, "message", LARGE)
+    rows, scans = _as_user(dsn, LARGE, MESSAGES, (ORG, query.tolist(), "chat-1", 10))
+    assert len(rows) == 10 and all(chat != "chat-1" for _, chat in rows)
+    assert scans.get(own_messages) == 1 and "messages_embedding_idx" not in scans, scans
+    _, scans = _as_user(dsn, MEDIUM[0], MESSAGES, (ORG, query.tolist(), None, 10))
+    assert not any(name.startswith("messages_ns_") for name in scans), scans
+
+
+@pytest.mark.parametrize(
+    ("users", "k"),
+    [(TINY[:20], 5), (TINY[:20], 10), (MEDIUM, 10), ([LARGE], 10), ([LARGE], 50)],
+    ids=["tiny-5", "tiny-10", "medium", "large", "large-k50"],
+)
+def test_recall_and_exactly_k_rows_in_every_namespace_size(big, users, k):
+    conn, dsn = big["conn"], big["dsn"]
+    rng = np.random.default_rng(17)
+    recalls = []
+    for n in range(30):
+        user = users[n % len(users)]
+        query = _vectors(rng, big["centers"], 1)[0].astype(np.float32)
+        rows, _ = _as_user(dsn, user, FACTS, (ORG, query.tolist(), k))
+        exact = _exact_facts(conn, user, query, k)
+        assert len(rows) == len(exact) == min(k, 5 if user in TINY else 10_000)
+        recalls.append(len({r[0] for r in rows} & set(exact)) / len(exact))
+    assert np.mean(recalls) >= (1.0 if users[0] in TINY else 0.97), recalls
+
+
+def test_searches_through_an_own_index_stay_the_callers(big):
+    # The own index is a path to the large user's rows only; everyone else's search
+    # answers from their own namespaces, whatever index serves it.
+    conn, dsn = big["conn"], big["dsn"]
+    query = _vectors(np.random.default_rng(5), big["centers"], 1)[0].astype(np.float32)
+    large = set(_exact_facts(conn, LARGE, query, 10_000))
+    for user, org in ((MEDIUM[1], ORG), (ADMIN, ORG), (STRANGER, OTHER_ORG)):
+        rows, _ = _as_user(dsn, user, FACTS, (org, query.tolist(), 10))
+        assert rows and not large & {r[0] for r in rows}, user
+        assert [r[0] for r in rows] == _exact_facts(conn, user, query, 10, org)[: len(rows)]
+    rows, _ = _as_user(dsn, ADMIN, MESSAGES, (ORG, query.tolist(), None, 10))
+    assert rows == []
+
+
+def test_maintain_is_idempotent(big):
+    conn = big["conn"]
+    before = _own_indexes(conn)
+    assert conn.execute("SELECT * FROM memory.maintain()").fetchall() == []
+    assert _own_indexes(conn) == before
+
+
+def test_maintain_is_the_services_alone(big):
+    conn, dsn = big["conn"], big["dsn"]
+    before = _own_indexes(conn)
+    conn.execute("SELECT memory.configure('namespace_index_min_rows', '0')")
+    try:
+        for user in (LARGE, ADMIN, STRANGER):  # a user, an org admin, another org's user
+            with pytest.raises(psycopg.Error) as err:
+                _as_user(dsn, user, "SELECT * FROM memory.maintain()", ())
+            assert Failure.of(err.value) == Failure(
+                "42501", "MEMORY_FORBIDDEN", "not permitted: only the service may do this"
+            ), user
+        assert _own_indexes(conn) == before
+    finally:
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', %s)", (str(MIN_ROWS),))
+
+
+def test_maintain_drops_an_index_a_namespace_shrank_out_of_and_builds_it_again(big):
+    conn = big["conn"]
+    large_ns = conn.execute(
+        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
+    ).fetchone()[0]
+    try:
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', '0')")
+        dropped = conn.execute(
+            "SELECT action, kind, organization_id, namespace_id, live_rows, index_name"
+            " FROM memory.maintain() ORDER BY kind"
+        ).fetchall()
+        assert dropped == [
+            ("dropped", "fact", ORG, large_ns, 6_000, _index(conn, "fact", LARGE)),
+            ("dropped", "message", ORG, large_ns, 4_000, _index(conn, "message", LARGE)),
+        ]
+        assert _own_indexes(conn) == []
+        # Between half the line and the line: none is built (and one would be kept).
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', '7000')")
+        assert conn.execute("SELECT * FROM memory.maintain()").fetchall() == []
+    finally:
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', %s)", (str(MIN_ROWS),))
+        created = conn.execute("SELECT action, kind, live_rows FROM memory.maintain() ORDER BY 2")
+        assert created.fetchall() == [("created", "fact", 6_000), ("created", "message", 4_000)]
+    # At 10,000 the facts (6,000) are over half the line and keep theirs; the
+    # messages (4,000) are not.
+    conn.execute("SELECT memory.configure('namespace_index_min_rows', '10000')")
+    try:
+        assert conn.execute("SELECT action, kind, live_rows FROM memory.maintain()").fetchall() == [
+            ("dropped", "message", 4_000)
+        ]
+        assert [name for name, _ in _own_indexes(conn)] == [_index(conn, "fact", LARGE)]
+    finally:
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', %s)", (str(MIN_ROWS),))
+        assert conn.execute("SELECT action, kind FROM memory.maintain()").fetchall() == [
+            ("created", "message")
+        ]
+
+
+def test_maintain_is_safe_under_concurrent_writes(big):
+    # A writer saves facts into the large namespace while maintain rebuilds its
+    # index: both finish, and every fact saved is found through the new index.
+    conn, dsn = big["conn"], big["dsn"]
+    conn.execute("SELECT memory.configure('namespace_index_min_rows', '0')")
+    conn.execute("SELECT * FROM memory.maintain()")
+    conn.execute("SELECT memory.configure('namespace_index_min_rows', %s)", (str(MIN_ROWS),))
+    rng = np.random.default_rng(23)
+    vectors = [v.astype(np.float32) for v in _vectors(rng, big["centers"], 40)]
+    saved: list[tuple[uuid.UUID, np.ndarray]] = []
+    errors: list[BaseException] = []
+    started = threading.Event()
+
+    def write() -> None:
+        try:
+            for n, v in enumerate(vectors):
+                rows, _ = _as_user(
+                    dsn,
+                    LARGE,
+                    "SELECT memory.save_fact(%s, %s, %s::real[])",
+                    (ORG, f"written during maintain {n}", v.tolist()),
+                )
+                saved.append((rows[0][0], v))
+                started.set()
+        except BaseException as err:  # reported below
+            errors.append(err)
+            started.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    started.wait(30)
+    with psycopg.connect(dsn, autocommit=True) as maintainer:
+        created = maintainer.execute("SELECT action, kind FROM memory.maintain() ORDER BY 2")
+        assert created.fetchall() == [("created", "fact"), ("created", "message")]
+    writer.join(60)
+    assert errors == [] and len(saved) == 40
+    own = _index(conn, "fact", LARGE)
+    for fact_id, v in saved:
+        rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, v.tolist(), 1))
+        assert rows == [(fact_id,)] and scans.get(own) == 1
+
+
+def test_configure_embeddings_drops_own_indexes_and_maintain_builds_them_again(
+    service, member, org
+):
+    service.value("SELECT memory.configure_embeddings(4)")
+    service.value("SELECT memory.configure('namespace_index_min_rows', '30')")
+    _, user = member()
+    facts = [{"content": f"fact {n}", "embedding": [1.0, n, 0.5, -n]} for n in range(40)]
+    user.rows("SELECT count(*) FROM memory.save_facts(%s, %s, '{}', 1.0)", org, facts)
+    assert [r[0] for r in service.rows("SELECT action FROM memory.maintain()")] == ["created"]
+    service.value("SELECT memory.configure_embeddings(8, 'halfvec')")
+    names = "SELECT relname FROM pg_class WHERE relname LIKE 'facts\\_ns\\_%%'"
+    assert service.rows(names) == []
+    assert service.rows("SELECT action, kind, live_rows FROM memory.maintain()") == [
+        ("created", "fact", 40)
+    ]
+    definition = service.value(
+        f"SELECT pg_get_indexdef(oid) FROM pg_class WHERE relname = ({names})"
+    )
+    assert "USING hnsw (embedding halfvec_cosine_ops)" in definition
+    found = user.rows("SELECT content FROM memory.search_facts(%s, 'fact', NULL, '{}', 3)", org)
+    assert len(found) == 3
+
+
+def test_maintain_counts_the_lexemes_of_large_namespaces(big):
+    conn = big["conn"]
+    counts = conn.execute(
+        "SELECT kind, lexeme, rows, total FROM memory.namespace_lexemes"
+        " WHERE lexeme IN ('fact', 'messag', '0', '17') ORDER BY 1, 2"
+    ).fetchall()
+    # "fact N of user 0": all 6,000 facts hold "fact" and "0"; "17" only one (not
+    # counted). The count is as of the index's build: a test here writes facts
+    # "written during maintain N" (with a "0" in 4 of them) while it rebuilds.
+    (_, _, zeros, total), *rest = counts
+    assert 6_000 <= total <= 6_040 and 6_000 <= zeros <= 6_004
+    assert rest == [("fact", "fact", 6_000, total), ("message", "messag", 4_000, 4_000)]
+
+
+TEXT = "SELECT content FROM memory.search_facts(%s, %s, NULL, '{}', 10)"
+
+
+def test_text_list_of_a_large_namespace_holds_the_rows_of_its_rarer_lexemes(big):
+    # "fact" is in all 6,000 facts of the large namespace: there only the rows
+    # holding "17" are ranked. A medium namespace ranks every row sharing a word.
+    dsn = big["dsn"]
+    rows, _ = _as_user(dsn, LARGE, TEXT, (ORG, "fact 17"))
+    assert rows[0] == ("fact 17 of user 0",)  # then the fact written as 17th while maintain ran
+    assert set(rows[1:]) <= {("written during maintain 17",)}
+    rows, _ = _as_user(dsn, MEDIUM[0], TEXT, (ORG, "fact 17"))
+    assert len(rows) == 10 and rows[0] == ("fact 17 of user 1",)
+    # Only common lexemes: the rarest of them is ranked alone, still k rows.
+    rows, _ = _as_user(dsn, LARGE, TEXT, (ORG, "fact user"))
+    assert len(rows) == 10 and all(content.startswith("fact ") for (content,) in rows)
+    # Hybrid: the vector list fills in what the text list leaves out.
+    query = _vectors(np.random.default_rng(9), big["centers"], 1)[0].astype(np.float32)
+    rows, _ = _as_user(
+        dsn,
+        LARGE,
+        "SELECT content FROM memory.search_facts(%s, 'fact 17', %s::real[], '{}', 10)",
+        (ORG, query.tolist()),
+    )
+    assert len(rows) == 10 and ("fact 17 of user 0",) in rows
