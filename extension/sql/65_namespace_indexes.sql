@@ -37,16 +37,18 @@ AS $$
                            'pg_class')::jsonb
 $$;
 
--- The ef_search a namespace's own index needs for recall@10 0.98 (memory.maintain).
+-- The ef_search a namespace's own index needs for recall@10 0.99 (memory.maintain).
 CREATE OR REPLACE FUNCTION memory._own_ef_search(kind text, org uuid, namespace_id uuid) RETURNS int
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT coalesce((memory._own_index_about(kind, org, namespace_id) ->> 'ef_search')::int, 100) $$;
 
 -- The smallest ef_search at which a namespace's own index, walked as a search
--- walks it (a list of 40, iterative scan), finds 98% of the exact 10 nearest
--- neighbours of 30 of the namespace's own rows (each leaving itself out). Data
--- decide it: a tenant of 5,000 clustered facts needed 60, one of 20,000 over 400
+-- walks it (a list of 40, iterative scan), finds 99% of the exact 10 nearest
+-- neighbours of 50 of the namespace's own rows (each leaving itself out): a
+-- margin over the 0.97 searches are held to, since other queries are another
+-- sample (98% of 30 gave 0.967 on a test's own queries). Data decide it: a
+-- tenant of 5,000 clustered facts needed 60, one of 20,000 over 400
 -- (bench/tenants.py).
 CREATE OR REPLACE FUNCTION memory._calibrate_ef_search(kind text, org uuid, namespace_id uuid) RETURNS int
 LANGUAGE plpgsql
@@ -68,13 +70,13 @@ BEGIN
         FROM (SELECT f.id, f.embedding FROM memory.facts f
               WHERE f.organization_id = org AND f.namespace_id = _calibrate_ef_search.namespace_id
                 AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
-              ORDER BY md5(f.id::text) LIMIT 30) p;
+              ORDER BY md5(f.id::text) LIMIT 50) p;
     ELSE
         SELECT array_agg(p.id), array_agg(p.embedding) INTO probe_ids, probes
         FROM (SELECT m.id, m.embedding FROM memory.messages m
               WHERE m.organization_id = org AND m.namespace_id = _calibrate_ef_search.namespace_id
                 AND m.embedding IS NOT NULL
-              ORDER BY md5(m.id::text) LIMIT 30) p;
+              ORDER BY md5(m.id::text) LIMIT 50) p;
     END IF;
     IF probes IS NULL THEN
         RETURN NULL;
@@ -91,7 +93,7 @@ BEGIN
                         WHERE n.id <> probe_ids[i] ORDER BY n.distance, n.id LIMIT 10) h
                     WHERE h.id = ANY (truth[10 * i - 9 : 10 * i])))
         INTO found FROM generate_series(1, cardinality(probes)) i;
-        IF found >= 0.98 * cardinality(truth) THEN
+        IF found >= 0.99 * cardinality(truth) THEN
             RETURN ef;
         END IF;
     END LOOP;
