@@ -39,7 +39,7 @@ from bench._common import (
     table,
     timed,
 )
-from bench.search import Corpus, zipf_sizes
+from bench.search import Corpus, kept_load, zipf_sizes
 from pgvector.psycopg import register_vector
 
 SECTION = """\
@@ -352,17 +352,6 @@ def _run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list,
     conn.execute("ANALYZE memory.facts")
     conn.execute("ANALYZE memory.messages")
     return rows, seconds
-
-
-def kept_load(dsn: str, signature: str) -> dict[str, float] | None:
-    try:
-        with psycopg.connect(dsn) as conn:
-            row = conn.execute(
-                "SELECT load FROM bench_corpus WHERE sig = %s", (signature,)
-            ).fetchone()
-    except psycopg.Error:
-        return None
-    return row[0] if row else None
 
 
 def main() -> None:
