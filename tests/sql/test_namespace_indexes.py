@@ -360,9 +360,11 @@ def test_maintain_is_safe_under_concurrent_writes(big):
     writer.join(60)
     assert errors == [] and len(saved) == 40
     own = _index(conn, "fact", LARGE)
+    # HNSW is approximate: a row's own vector does not always come back first
+    # (one CI run in many saw a neighbour first), so it is looked for in the top 10.
     for fact_id, v in saved:
-        rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, v.tolist(), 1))
-        assert rows == [(fact_id,)] and scans.get(own) == 1
+        rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, v.tolist(), 10))
+        assert (fact_id,) in rows and scans.get(own) == 1
 
 
 def test_configure_embeddings_drops_own_indexes_and_maintain_builds_them_again(

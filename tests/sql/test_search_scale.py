@@ -74,6 +74,8 @@ def big_db(pg_server) -> Iterator[tuple[psycopg.Connection, np.ndarray]]:
             (ORG,),
         )
         cur.execute("SET maintenance_work_mem = '1GB'")
+        # A parallel build's graph differs from run to run, and recall with it.
+        cur.execute("SET max_parallel_maintenance_workers = 0")
         cur.execute(
             "CREATE INDEX facts_embedding_idx ON memory.facts "
             "USING hnsw (embedding vector_cosine_ops) WHERE forgotten_at IS NULL"
