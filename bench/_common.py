@@ -83,7 +83,10 @@ def new_result(bench: str, quick: bool, **config: Any) -> Result:
 
 
 def result_name(result: Result) -> str:
-    return f"{result['bench']}-quick" if result["quick"] else result["bench"]
+    """bench[-variant][-quick]: a variant (another configuration) keeps its own file."""
+    variant = result["config"].get("variant")
+    name = f"{result['bench']}-{variant}" if variant else result["bench"]
+    return f"{name}-quick" if result["quick"] else name
 
 
 def options(doc: str, quick: str) -> argparse.ArgumentParser:

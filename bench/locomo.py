@@ -58,7 +58,7 @@ from bench._common import (
 SECTION = """\
 ## Retrieval quality on LoCoMo (bench/locomo.py)
 
-Data: the {conversations} LoCoMo conversations in `../shared/data/locomo/` ({turns:,} turns, {questions:,} questions of categories 1{dash}4 with evidence{fix}). Every turn is saved as a fact {content_shown}, one namespace per conversation (`{{"scope": "project", "project_id": "conv-26", "owner_id": …}}`), with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` (an exact duplicate by normalized text would still be refused and its turn counted as the fact it duplicates: {refused} were; namespaces of {sizes} facts; saved at {saved} facts/s). The same turns are indexed as messages (`memory.index_message`: one user per conversation, one chat per session, the same vectors) and searched by that user through `memory.search_messages`.
+Data: the {conversations} LoCoMo conversations in `../shared/data/locomo/` ({turns:,} turns, {questions:,} questions of categories 1{dash}4 with evidence{fix}). Every turn is saved as a fact {content_shown}, one namespace per conversation (`{{"scope": "project", "project_id": "conv-26", "owner_id": …}}`), with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` (an exact duplicate by normalized text would still be refused and its turn counted as the fact it duplicates: {refused} were; namespaces of {sizes} facts; saved at {saved} facts/s). The same turns are indexed as messages (`memory.index_message`: one user per conversation, one chat per session, the same vectors) and searched by that user through `memory.search_messages`.{options_shown}
 
 R@k = 1 when any evidence turn of the question is among the top k. Each search runs in three modes: hybrid (the defaults: RRF of the cosine and full-text lists, `rrf_k` 60, weights 1), vector-only (`{{"text_weight": 0}}`) and text-only (no query embedding); `memory.recall_context` (hybrid, option `{{"facts": 0, "messages": 10}}`) is measured by its message items, which come from `search_messages`. The baselines are computed by the bench on the same facts and the same vectors: BM25, MiniLM dense (exact cosine over the same LocalEmbedder vectors) and their reciprocal rank fusion.
 
@@ -304,12 +304,17 @@ def search(
 
 
 def recall_context(
-    conn: psycopg.Connection, conv: Conversation, question: str, vector: np.ndarray, k: int
+    conn: psycopg.Connection,
+    conv: Conversation,
+    question: str,
+    vector: np.ndarray,
+    k: int,
+    search_options: dict[str, Any],
 ) -> list[str]:
     """memory.recall_context's message items as the conversation's user, as dia_ids."""
     claims = json.dumps({"sub": conv.user, "role": "authenticated"})
     conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
-    opts = json.dumps({"facts": 0, "messages": k})
+    opts = json.dumps({"facts": 0, "messages": k, **search_options})
     rows = conn.execute(RECALL, (ORG, question, vector_literal(vector), opts)).fetchall()
     return [conv.message_of[r[0].removeprefix("message:")] for r in rows if r[0] != "core"]
 
@@ -348,8 +353,10 @@ def evaluate(
     turn_vecs: dict[str, np.ndarray],
     q_vecs: dict[str, np.ndarray],
     baselines: bool,
+    search_options: dict[str, Any],
 ) -> tuple[dict[str, list[Hits]], dict[str, dict[int, list[int]]], dict[str, list[float]]]:
-    """R@k hits per method (lists over questions), R@10 hits per category, search latencies."""
+    """R@k hits per method (lists over questions), R@10 hits per category, search latencies;
+    every call takes `search_options` (a mode's own, such as text_weight 0, win)."""
     from rank_bm25 import BM25Okapi
 
     methods = [*SEARCHED, *(BASELINES if baselines else ())]
@@ -369,12 +376,13 @@ def evaluate(
             for mode, opts in [*MODES.items(), *MESSAGE_MODES.items()]:
                 vec = None if opts is None else q_vecs[c.name][qi]
                 on = mode in MESSAGE_MODES
-                args = (uconn if on else conn, c, q["question"], vec, 10, opts, on)
+                merged = search_options | (opts or {})
+                args = (uconn if on else conn, c, q["question"], vec, 10, merged, on)
                 ranked, seconds = timed(search, *args)
                 gold = set(q["evidence"]) if on else c.gold(q)
                 latencies[mode].append(seconds)
                 add(mode, q, recall(ranked, gold))
-            args = (uconn, c, q["question"], q_vecs[c.name][qi], 10)
+            args = (uconn, c, q["question"], q_vecs[c.name][qi], 10, search_options)
             ranked, seconds = timed(recall_context, *args)
             latencies[RECALL_MODE].append(seconds)
             add(RECALL_MODE, q, recall(ranked, set(q["evidence"])))
@@ -415,6 +423,17 @@ def main() -> None:
         default=BASE_FORMAT,
         help="what each turn's fact and message content holds (default: %(default)s)",
     )
+    ap.add_argument(
+        "--search-options",
+        type=json.loads,
+        default={},
+        help="search options (JSON) every search_facts, search_messages and recall_context\n"
+        'call takes, e.g. \'{"rrf_k": 2, "text_weight": 1.5, "text_ranking": "idf"}\'',
+    )
+    ap.add_argument(
+        "--variant",
+        help="a name for this configuration: results go to bench/results/locomo-NAME.json",
+    )
     args = ap.parse_args()
     if args.levers:
         run_levers(args)
@@ -441,6 +460,8 @@ def main() -> None:
         questions=sum(len(c.questions) for c in base),
         questions_by_category={str(cat): n for cat, n in sorted(categories.items())},
         content=args.content,
+        search_options=args.search_options,
+        variant=args.variant,
         tune=[c.name for c in base if half(c.name) == "tune"],
         held_out=[c.name for c in base if half(c.name) == "held-out"],
         questions_by_half={
@@ -482,7 +503,9 @@ def main() -> None:
                     }
                 conn.execute("ANALYZE memory.facts, memory.messages")
                 assert all(i["in_table"] == i["saved"] for i in indexing), indexing
-                hits, per_category, lat = evaluate(conn, uconn, convs, turn_vecs, q_vecs, rep == 0)
+                hits, per_category, lat = evaluate(
+                    conn, uconn, convs, turn_vecs, q_vecs, rep == 0, args.search_options
+                )
                 for m, v in lat.items():
                     latencies[m] += v
                 runs = [{"run": rep + 1, "method": m, **average(h)} for m, h in hits.items()]
@@ -865,6 +888,7 @@ def ordered(q: Question, name: str, s: int | None, draws: Draws) -> list[str]:
 
 
 _TAKES_TEXT: dict[psycopg.Connection, bool] = {}
+_RETURNS_RANK: dict[psycopg.Connection, bool] = {}
 
 
 def _text_list(
@@ -872,12 +896,21 @@ def _text_list(
 ) -> list[tuple[str, tuple]]:
     """The list, best first, with each row's sort key (smaller is better; ties by id)."""
     if TEXT_RANKINGS[ranking] is None:
-        # memory._text_ranked takes the query's text, or (before namespace indexes) its tsquery.
+        # memory._text_ranked: today it returns each row's rank (and takes the ranking
+        # asked for); before, its ts_rank_cd, taking the query's text or its tsquery.
         if conn not in _TAKES_TEXT:
             arguments = conn.execute(
                 "SELECT pg_get_function_identity_arguments('memory._text_ranked'::regproc)"
             ).fetchone()[0]
-            _TAKES_TEXT[conn] = "query text" in arguments
+            _TAKES_TEXT[conn] = "idf boolean" in arguments or "query text" in arguments
+            _RETURNS_RANK[conn] = "idf boolean" in arguments
+        if _RETURNS_RANK[conn]:
+            rows = conn.execute(
+                "SELECT id, rank FROM memory._text_ranked(%s, %s, ARRAY[%s]::uuid[], NULL, %s, %s,"
+                " NULL, false)",
+                (store[:-1], ORG, ns, question, LIST_DEPTH),
+            ).fetchall()
+            return sorted(((str(r[0]), (r[1],)) for r in rows), key=lambda p: (p[1], p[0]))
         terms = "%s" if _TAKES_TEXT[conn] else "memory._any_lexeme(%s)"
         rows = conn.execute(
             "SELECT id, text_rank FROM memory._text_ranked(%s, %s, ARRAY[%s]::uuid[], NULL, "
@@ -1450,6 +1483,14 @@ def markdown(r: Result) -> str:
         recall=recall_table(r),
         halves=halves_table(r),
         content_shown=f'`"{FORMATS[c.get("content", BASE_FORMAT)]}"`',
+        options_shown=(
+            f" Every search (and `recall_context`) takes the options"
+            f" `{json.dumps(c['search_options'])}`"
+            f" (`--content {json.dumps(c['content'])} --search-options"
+            f" '{json.dumps(c['search_options'])}' --variant {c.get('variant')}`)."
+            if c.get("search_options")
+            else ""
+        ),
         rows=ROWS[c["repeat"] > 1].format(repeat=c["repeat"]),
         categories=" / ".join(f"{n:,}" for n in c["questions_by_category"].values()),
         latency=table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], latency),

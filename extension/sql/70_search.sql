@@ -33,8 +33,14 @@ BEGIN
     END IF;
     FOR key IN SELECT jsonb_object_keys(merged) LOOP
         IF key NOT IN ('rrf_k', 'vector_weight', 'text_weight', 'min_similarity', 'created_after', 'created_before',
-                       'ef_search') THEN
+                       'ef_search', 'text_ranking') THEN
             PERFORM memory._fail('MEMORY_INVALID', format('unknown search option %L', key));
+        END IF;
+        IF key = 'text_ranking' THEN
+            IF merged -> key NOT IN ('"ts_rank_cd"', '"idf"') THEN
+                PERFORM memory._fail('MEMORY_INVALID', 'search option text_ranking must be "ts_rank_cd" or "idf"');
+            END IF;
+            CONTINUE;
         END IF;
         CONTINUE WHEN key IN ('created_after', 'created_before');  -- checked below
         IF key = 'ef_search' THEN  -- pgvector's own range is 1..1000; below 10 recall collapses
@@ -131,12 +137,12 @@ BEGIN
         PERFORM set_config('hnsw.ef_search', coalesce(ef_search, memory._own_ef_search(kind, org, one))::text, true);
         IF shared = '{}' AND cardinality(own) = 1 THEN
             RETURN QUERY SELECT n.id, n.distance
-                         FROM memory._nearest_in(kind, org, own, exclude_chat, query, k, false, created) n;
+                         FROM memory._nearest_own(kind, org, one, exclude_chat, query, k, created) n;
             PERFORM set_config('hnsw.ef_search', caller_ef, true);
             RETURN;
         END IF;
         SELECT ids || array_agg(n.id), distances || array_agg(n.distance) INTO ids, distances
-        FROM memory._nearest_in(kind, org, ARRAY[one], exclude_chat, query, k, false, created) n;
+        FROM memory._nearest_own(kind, org, one, exclude_chat, query, k, created) n;
     END LOOP;
     PERFORM set_config('hnsw.ef_search', caller_ef, true);
     RETURN QUERY
@@ -146,6 +152,38 @@ BEGIN
         SELECT n.id, n.distance FROM memory._nearest_in(kind, org, shared, exclude_chat, query, k, exact, created) n) c
     ORDER BY c.distance, c.id
     LIMIT k;
+END
+$$;
+
+-- The k nearest rows of one namespace through its own index
+-- (memory._create_namespace_index), which indexes COALESCE(embedding,
+-- embedding): ordering by that expression is what only that index can serve.
+CREATE OR REPLACE FUNCTION memory._nearest_own(kind text, org uuid, namespace_id uuid, exclude_chat text,
+                                    query @extschema:vector@.vector, k int, created tstzrange)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan  -- the predicate is proved on the call's constants
+AS $$
+BEGIN
+    IF kind = 'fact' THEN
+        RETURN QUERY
+        SELECT c.id, c.d FROM (
+            SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
+            WHERE f.organization_id = org AND f.namespace_id = _nearest_own.namespace_id AND f.forgotten_at IS NULL
+              AND (created IS NULL OR f.created_at <@ created)
+            ORDER BY COALESCE(f.embedding, f.embedding) OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
+        ORDER BY c.d, c.id;
+    ELSE
+        RETURN QUERY
+        SELECT c.id, c.d FROM (
+            SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.messages m
+            WHERE m.organization_id = org AND m.namespace_id = _nearest_own.namespace_id
+              AND m.chat_id IS DISTINCT FROM exclude_chat
+              AND (created IS NULL OR m.created_at <@ created)
+            ORDER BY COALESCE(m.embedding, m.embedding) OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
+        ORDER BY c.d, c.id;
+    END IF;
 END
 $$;
 
@@ -209,65 +247,125 @@ BEGIN
 END
 $$;
 
--- The `depth` best rows sharing any lexeme with the query, by ts_rank_cd. In
--- a namespace with an index of its own only the rows holding the query's
--- rarer lexemes are ranked (memory._rare_lexemes): thousands of rows there
--- share a common word with any query, and ranking them all was most of a
--- hybrid search's time (bench/tenants.py).
+-- The `depth` best rows sharing any lexeme with the query: by ts_rank_cd, or
+-- with `idf` by the rarity of the query's lexemes each row holds
+-- (memory._idf_ranked_in). In a namespace with an index of its own only the
+-- rows holding the query's rarer lexemes are ranked (memory._rare_lexemes):
+-- thousands of rows there share a common word with any query, and ranking
+-- them all was most of a hybrid search's time (bench/tenants.py).
 CREATE OR REPLACE FUNCTION memory._text_ranked(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                    query text, depth int, created tstzrange DEFAULT NULL)
-RETURNS TABLE (id uuid, text_rank float4)
+                                    query text, depth int, created tstzrange, idf boolean)
+RETURNS TABLE (id uuid, rank bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     terms tsquery := memory._any_lexeme(query);
+    lexemes text[] := CASE WHEN idf THEN memory._lexemes(query) END;  -- null: ranked by ts_rank_cd
     own uuid[];
+    rest uuid[];
 BEGIN
     IF terms IS NULL THEN
         RETURN;
     END IF;
     own := memory._own_indexed(kind, org, namespace_ids);
-    IF own = '{}' THEN
-        RETURN QUERY SELECT t.id, t.text_rank
-                     FROM memory._text_ranked_in(kind, org, namespace_ids, exclude_chat, terms, terms, depth, created) t;
-        RETURN;
-    END IF;
+    rest := CASE WHEN own = '{}' THEN namespace_ids
+                 ELSE ARRAY(SELECT unnest(namespace_ids) EXCEPT SELECT unnest(own)) END;
     RETURN QUERY
-    SELECT t.id, t.text_rank FROM (
-        SELECT r.id, r.text_rank FROM unnest(own) o,
+    SELECT t.id, row_number() OVER (ORDER BY t.score DESC, t.density DESC, t.id) FROM (
+        SELECT r.id, r.score, r.density FROM unnest(own) o,
             LATERAL memory._text_ranked_in(kind, org, ARRAY[o], exclude_chat,
-                                           memory._rare_lexemes(kind, org, o, query, 10 * depth), terms, depth, created) r
+                                           memory._rare_lexemes(kind, org, o, query, 10 * depth), terms, depth, created,
+                                           lexemes, CASE WHEN idf THEN coalesce(memory._lexeme_counts(kind, org, o, lexemes),
+                                                     jsonb_build_object('', memory._live_rows(kind, org, ARRAY[o]))) END) r
         UNION ALL
-        SELECT r.id, r.text_rank
-        FROM memory._text_ranked_in(kind, org, ARRAY(SELECT unnest(namespace_ids) EXCEPT SELECT unnest(own)),
-                                    exclude_chat, terms, terms, depth, created) r) t
-    ORDER BY t.text_rank DESC, t.id
+        SELECT r.id, r.score, r.density
+        FROM memory._text_ranked_in(kind, org, rest, exclude_chat, terms, terms, depth, created, lexemes,
+                                    CASE WHEN idf THEN jsonb_build_object('', memory._live_rows(kind, org, rest)) END) r
+        WHERE rest <> '{}') t
+    ORDER BY t.score DESC, t.density DESC, t.id
     LIMIT depth;
 END
 $$;
 
--- The `depth` rows of `namespace_ids` matching `filter` best ranked by `terms`.
-CREATE OR REPLACE FUNCTION memory._text_ranked_in(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                       filter tsquery, terms tsquery, depth int, created tstzrange DEFAULT NULL)
-RETURNS TABLE (id uuid, text_rank float4)
+-- Live rows of the namespaces (an index-only count).
+CREATE OR REPLACE FUNCTION memory._live_rows(kind text, org uuid, namespace_ids uuid[]) RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE kind
+        WHEN 'fact' THEN (SELECT count(*) FROM memory.facts f
+                          WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL)
+        ELSE (SELECT count(*) FROM memory.messages m
+              WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)) END
+$$;
+
+-- What memory.maintain() counted of a namespace: the rows holding each of
+-- `lexemes` it found in 10 or more rows, and the live rows under the key '';
+-- null when it counted nothing there.
+CREATE OR REPLACE FUNCTION memory._lexeme_counts(kind text, org uuid, namespace_id uuid, lexemes text[]) RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(jsonb_object_agg(n.lexeme, n.rows) FILTER (WHERE n.lexeme = ANY (lexemes)), '{}')
+           || jsonb_build_object('', max(n.total))
+    FROM memory.namespace_lexemes n
+    WHERE n.organization_id = org AND n.namespace_id = _lexeme_counts.namespace_id
+      AND n.kind = _lexeme_counts.kind
+    HAVING count(*) > 0
+$$;
+
+-- The rows of `namespace_ids` holding any lexeme of `filter`.
+CREATE OR REPLACE FUNCTION memory._text_candidates(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                        filter tsquery, created tstzrange)
+RETURNS TABLE (id uuid, search_text tsvector)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan
 AS $$
-    SELECT e.id, ts_rank_cd(e.search_text, terms) AS r
-    FROM (SELECT f.id, f.search_text FROM memory.facts f
-          WHERE kind = 'fact' AND f.organization_id = org
-            AND ARRAY[f.namespace_id] && namespace_ids  -- the indexed form (facts_search_idx)
-            AND f.forgotten_at IS NULL AND f.search_text @@ filter
-            AND (created IS NULL OR f.created_at <@ created)
-          UNION ALL
-          SELECT m.id, m.search_text FROM memory.messages m
-          WHERE kind = 'message' AND m.organization_id = org AND ARRAY[m.namespace_id] && namespace_ids
-            AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ filter
-            AND (created IS NULL OR m.created_at <@ created)) e
-    WHERE filter IS NOT NULL
-    ORDER BY r DESC, e.id
+    SELECT f.id, f.search_text FROM memory.facts f
+    WHERE kind = 'fact' AND f.organization_id = org
+      AND ARRAY[f.namespace_id] && namespace_ids  -- the indexed form (facts_search_idx)
+      AND f.forgotten_at IS NULL AND f.search_text @@ filter
+      AND (created IS NULL OR f.created_at <@ created)
+    UNION ALL
+    SELECT m.id, m.search_text FROM memory.messages m
+    WHERE kind = 'message' AND m.organization_id = org AND ARRAY[m.namespace_id] && namespace_ids
+      AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ filter
+      AND (created IS NULL OR m.created_at <@ created)
+$$;
+
+-- The `depth` rows of `namespace_ids` matching `filter` best ranked by `terms`
+-- (ts_rank_cd, both columns), or, given the query's `lexemes`, by the summed idf of the
+-- lexemes each holds: idf = ln(1 + (N - n + 0.5) / (n + 0.5)) for a lexeme
+-- held by n of the N live rows, ties by ts_rank_cd. A rare word shared with
+-- the question outweighs several common ones (+0.07 R@1 on LoCoMo,
+-- bench/locomo.py). `counts` holds N under '' and the n maintain counted; any
+-- other n is counted among the candidates, which hold every row holding it.
+CREATE OR REPLACE FUNCTION memory._text_ranked_in(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                       filter tsquery, terms tsquery, depth int, created tstzrange,
+                                       lexemes text[], counts jsonb)
+RETURNS TABLE (id uuid, score float8, density float4)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH candidates AS MATERIALIZED (
+        SELECT c.id, c.search_text, ts_rank_cd(c.search_text, terms) AS cd
+        FROM memory._text_candidates(kind, org, namespace_ids, exclude_chat, filter, created) c
+        WHERE filter IS NOT NULL
+    ), words AS MATERIALIZED (
+        SELECT l.lexeme, quote_literal(replace(l.lexeme, '\', ''))::tsquery AS term FROM unnest(lexemes) l(lexeme)
+    ), held AS MATERIALIZED (
+        SELECT c.id, w.lexeme FROM candidates c JOIN words w ON c.search_text @@ w.term
+    ), weights AS (
+        SELECT h.lexeme, coalesce((counts ->> h.lexeme)::float8, count(*)) AS n FROM held h GROUP BY h.lexeme
+    ), scores AS (
+        SELECT h.id, sum(ln(1 + (greatest((counts ->> '')::float8, w.n) - w.n + 0.5) / (w.n + 0.5))) AS idf
+        FROM held h JOIN weights w USING (lexeme) GROUP BY h.id
+    )
+    SELECT c.id, coalesce(s.idf, c.cd), c.cd
+    FROM candidates c LEFT JOIN scores s USING (id)
+    ORDER BY 2 DESC, c.cd DESC, c.id
     LIMIT depth
 $$;
 
@@ -291,9 +389,10 @@ BEGIN
                              CASE WHEN (opts ->> 'vector_weight')::float8 > 0 THEN query_embedding END, depth,
                              NULL, created, (opts ->> 'ef_search')::int) n
     ), by_text AS (  -- a list with weight 0 is not computed at all
-        SELECT t.id, row_number() OVER (ORDER BY t.text_rank DESC, t.id) AS rank
+        SELECT t.id, t.rank
         FROM memory._text_ranked(kind, org, namespace_ids, exclude_chat,
-                                 CASE WHEN (opts ->> 'text_weight')::float8 > 0 THEN query END, depth, created) t
+                                 CASE WHEN (opts ->> 'text_weight')::float8 > 0 THEN query END, depth, created,
+                                 opts ->> 'text_ranking' = 'idf') t
     )
     SELECT coalesce(v.id, t.id),
            coalesce((opts ->> 'vector_weight')::float8 / ((opts ->> 'rrf_k')::float8 + v.rank), 0)

@@ -21,6 +21,7 @@ import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
+from psycopg.types.json import Jsonb
 
 from tests.conftest import _install_memory
 from tests.support import Failure, user_claims
@@ -190,7 +191,7 @@ def test_maintain_built_the_large_namespace_its_own_indexes(big):
     assert about["rows"] == 6_000 and about["namespace_id"] == str(large_ns)
     assert about["ef_search"] in (40, 60, 80, 100, 150, 200, 300, 400, 600, 800, 1000)
     assert definition.endswith(
-        f"USING hnsw (embedding vector_cosine_ops) WHERE ((organization_id = '{ORG}'::uuid)"
+        f"USING hnsw (COALESCE(embedding, embedding) vector_cosine_ops) WHERE ((organization_id = '{ORG}'::uuid)"
         f" AND (namespace_id = '{large_ns}'::uuid) AND (forgotten_at IS NULL))"
     )
 
@@ -199,17 +200,23 @@ def test_a_large_namespace_is_searched_through_its_own_index(big):
     conn, dsn = big["conn"], big["dsn"]
     query = _vectors(np.random.default_rng(1), big["centers"], 1)[0].astype(np.float32)
     own = _index(conn, "fact", LARGE)
-    # The planner picks it for the query a search of that namespace makes.
-    plan = "\n".join(
-        r[0]
-        for r in conn.execute(
-            "EXPLAIN SELECT f.id FROM memory.facts f WHERE f.organization_id = %s"
-            " AND f.namespace_id = ANY (ARRAY[memory._namespace_id(%s, 'user', %s, NULL)])"
-            " AND f.forgotten_at IS NULL ORDER BY f.embedding <=> %s LIMIT 40",
-            (ORG, ORG, LARGE, query),
-        ).fetchall()
-    )
-    assert f"Index Scan using {own} on facts f" in plan, plan
+
+    # The planner picks it for the query a search of that namespace makes (which
+    # orders by COALESCE(embedding, embedding), the index's expression), and only for it:
+    # the shared index's query shape cannot use it.
+    def plan(order_by: str) -> str:
+        return "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT f.id FROM memory.facts f WHERE f.organization_id = %s"
+                " AND f.namespace_id = memory._namespace_id(%s, 'user', %s, NULL)"
+                f" AND f.forgotten_at IS NULL ORDER BY {order_by} <=> %s LIMIT 40",
+                (ORG, ORG, LARGE, query),
+            ).fetchall()
+        )
+
+    assert f"Index Scan using {own} on facts f" in plan("COALESCE(f.embedding, f.embedding)")
+    assert own not in plan("f.embedding")
     # And search_facts uses it: one scan of the own index, none of the shared one.
     rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, query.tolist(), 10))
     assert len(rows) == 10
@@ -360,11 +367,10 @@ def test_maintain_is_safe_under_concurrent_writes(big):
     writer.join(60)
     assert errors == [] and len(saved) == 40
     own = _index(conn, "fact", LARGE)
-    # HNSW is approximate: a row's own vector does not always come back first
-    # (one CI run in many saw a neighbour first), so it is looked for in the top 10.
     for fact_id, v in saved:
         rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, v.tolist(), 10))
-        assert (fact_id,) in rows and scans.get(own) == 1
+        assert scans.get(own) == 1 and "facts_embedding_idx" not in scans, scans
+        assert (fact_id,) in rows
 
 
 def test_configure_embeddings_drops_own_indexes_and_maintain_builds_them_again(
@@ -385,7 +391,7 @@ def test_configure_embeddings_drops_own_indexes_and_maintain_builds_them_again(
     definition = service.value(
         f"SELECT pg_get_indexdef(oid) FROM pg_class WHERE relname = ({names})"
     )
-    assert "USING hnsw (embedding halfvec_cosine_ops)" in definition
+    assert "USING hnsw (COALESCE(embedding, embedding) halfvec_cosine_ops)" in definition
     found = user.rows("SELECT content FROM memory.search_facts(%s, 'fact', NULL, '{}', 3)", org)
     assert len(found) == 3
 
@@ -428,3 +434,25 @@ def test_text_list_of_a_large_namespace_holds_the_rows_of_its_rarer_lexemes(big)
         (ORG, query.tolist()),
     )
     assert len(rows) == 10 and ("fact 17 of user 0",) in rows
+
+
+def test_idf_ranking_of_a_large_namespace_weighs_by_maintains_counts(big):
+    # The filter keeps the rows holding "17"; "fact"'s weight comes from the
+    # 6,000 rows maintain counted, not from those few candidates.
+    conn, dsn = big["conn"], big["dsn"]
+    large_ns = conn.execute(
+        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
+    ).fetchone()[0]
+    counts = conn.execute(
+        "SELECT memory._lexeme_counts('fact', %s, %s, memory._lexemes('fact 17 user'))",
+        (ORG, large_ns),
+    ).fetchone()[0]
+    total = counts.pop("")
+    assert 6_000 <= total <= 6_040 and counts == {"fact": 6_000, "user": 6_000}
+    idf_text = "SELECT content FROM memory.search_facts(%s, %s, NULL, '{}', 10, %s)"
+    rows, _ = _as_user(dsn, LARGE, idf_text, (ORG, "fact 17", Jsonb({"text_ranking": "idf"})))
+    assert rows[0] == ("fact 17 of user 0",)
+    assert set(rows[1:]) <= {("written during maintain 17",)}
+    # Another user's search never reads the large namespace's counts or rows.
+    rows, _ = _as_user(dsn, MEDIUM[0], idf_text, (ORG, "fact 17", Jsonb({"text_ranking": "idf"})))
+    assert len(rows) == 10 and rows[0] == ("fact 17 of user 1",)

@@ -401,7 +401,8 @@ class Archival(_View):
 
         `ns`: one namespace or a list of them. `options`: `rrf_k`,
         `vector_weight`, `text_weight`, `min_similarity`, `created_after`,
-        `created_before`, `ef_search`. A hit's `score` only orders the hits.
+        `created_before`, `ef_search`, `text_ranking` (`"idf"`: rare words
+        first). A hit's `score` only orders the hits.
         `query_embedding`: the query's vector, computed already (the embedder is
         not called).
         """
