@@ -247,9 +247,9 @@ BEGIN
 END
 $$;
 
--- The `depth` best rows sharing any lexeme with the query: by ts_rank_cd, or
--- with `idf` by the rarity of the query's lexemes each row holds
--- (memory._idf_ranked_in). In a namespace with an index of its own only the
+-- The `depth` best rows sharing any lexeme with the query, as ranks: by
+-- ts_rank_cd, or with `idf` by the rarity of the query's lexemes each row
+-- holds (memory._text_ranked_in). In a namespace with an index of its own only the
 -- rows holding the query's rarer lexemes are ranked (memory._rare_lexemes):
 -- thousands of rows there share a common word with any query, and ranking
 -- them all was most of a hybrid search's time (bench/tenants.py).
@@ -336,8 +336,8 @@ AS $$
 $$;
 
 -- The `depth` rows of `namespace_ids` matching `filter` best ranked by `terms`
--- (ts_rank_cd, both columns), or, given the query's `lexemes`, by the summed idf of the
--- lexemes each holds: idf = ln(1 + (N - n + 0.5) / (n + 0.5)) for a lexeme
+-- (ts_rank_cd: score and density), or, given the query's `lexemes`, by the
+-- summed idf of those each holds: idf = ln(1 + (N - n + 0.5) / (n + 0.5)) for a lexeme
 -- held by n of the N live rows, ties by ts_rank_cd. A rare word shared with
 -- the question outweighs several common ones (+0.07 R@1 on LoCoMo,
 -- bench/locomo.py). `counts` holds N under '' and the n maintain counted; any
@@ -392,7 +392,7 @@ BEGIN
         SELECT t.id, t.rank
         FROM memory._text_ranked(kind, org, namespace_ids, exclude_chat,
                                  CASE WHEN (opts ->> 'text_weight')::float8 > 0 THEN query END, depth, created,
-                                 opts ->> 'text_ranking' = 'idf') t
+                                 coalesce(opts ->> 'text_ranking', '') = 'idf') t
     )
     SELECT coalesce(v.id, t.id),
            coalesce((opts ->> 'vector_weight')::float8 / ((opts ->> 'rrf_k')::float8 + v.rank), 0)
