@@ -10,6 +10,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ VALUES ('fact'::text, 'facts'::name, 'forgotten_at IS NULL'::text), ('message', 'messages', NULL) $$;
 
+-- The schema pgvector is installed in, for the type and opclass names of DDL.
+CREATE OR REPLACE FUNCTION memory._vector_schema() RETURNS name
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'
+$$;
+
 -- The configured embedding type and dimension, read from the catalog.
 CREATE OR REPLACE FUNCTION memory._embedding_config(OUT type_name text, OUT dimensions int)
 LANGUAGE sql STABLE
@@ -78,8 +86,7 @@ DECLARE
     kind text := $2;  -- "type" is awkward as an identifier in PL/pgSQL
     -- HNSW indexes up to 2,000 dimensions of vector and 4,000 of halfvec.
     max_dimensions int := CASE $2 WHEN 'halfvec' THEN 4000 ELSE 2000 END;
-    vector_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                           WHERE e.extname = 'vector');
+    vector_schema name := memory._vector_schema();
     t record;
 BEGIN
     PERFORM memory._require_service();

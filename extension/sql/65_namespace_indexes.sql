@@ -118,8 +118,7 @@ DECLARE
     t record;
     index_name name := memory._namespace_index(kind, org, namespace_id);
     config record := memory._embedding_config();
-    vector_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                           WHERE e.extname = 'vector');
+    vector_schema name := memory._vector_schema();
 BEGIN
     SELECT * INTO t FROM memory._memory_tables() m WHERE m.kind = _create_namespace_index.kind;
     EXECUTE format('CREATE INDEX %I ON memory.%I USING hnsw ((COALESCE(embedding, embedding)) %I.%I) '
