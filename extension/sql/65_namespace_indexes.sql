@@ -43,6 +43,18 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT coalesce((memory._own_index_about(kind, org, namespace_id) ->> 'ef_search')::int, 100) $$;
 
+-- Live rows of the namespaces (an index-only count).
+CREATE OR REPLACE FUNCTION memory._live_rows(kind text, org uuid, namespace_ids uuid[]) RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE kind
+        WHEN 'fact' THEN (SELECT count(*) FROM memory.facts f
+                          WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL)
+        ELSE (SELECT count(*) FROM memory.messages m
+              WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)) END
+$$;
+
 -- The smallest ef_search at which a namespace's own index, walked as a search
 -- walks it (a list of 40, iterative scan), finds 99% of the exact 10 nearest
 -- neighbours of 50 of the namespace's own rows (each leaving itself out): a
@@ -246,19 +258,15 @@ BEGIN
             DELETE FROM memory.namespace_lexemes l
             WHERE l.organization_id = x.organization_id AND l.namespace_id = x.namespace_id AND l.kind = t.kind;
             action := 'dropped'; organization_id := x.organization_id; namespace_id := x.namespace_id;
-            EXECUTE format('SELECT count(*) FROM memory.%I r WHERE r.organization_id = $1 AND r.namespace_id = $2 %s',
-                           t.table_name, coalesce('AND ' || t.live, ''))
-                INTO live_rows USING x.organization_id, x.namespace_id;
+            live_rows := memory._live_rows(t.kind, x.organization_id, ARRAY[x.namespace_id]);
             index_name := x.index_name;
             RETURN NEXT;
         END LOOP;
-        FOR x IN SELECT split_part(s.key, '/', 1)::uuid AS org, split_part(s.key, '/', 2)::uuid AS ns,
-                        s.value::bigint AS n,
-                        to_regclass(format('memory.%I', memory._namespace_index(t.kind, split_part(s.key, '/', 1)::uuid,
-                                                                                split_part(s.key, '/', 2)::uuid))) AS own,
-                        (memory._own_index_about(t.kind, split_part(s.key, '/', 1)::uuid,
-                                                 split_part(s.key, '/', 2)::uuid) ->> 'rows')::bigint AS measured
-                 FROM jsonb_each_text(sizes) s
+        FOR x IN SELECT k.org, k.ns, s.value::bigint AS n,
+                        to_regclass(format('memory.%I', memory._namespace_index(t.kind, k.org, k.ns))) AS own,
+                        (memory._own_index_about(t.kind, k.org, k.ns) ->> 'rows')::bigint AS measured
+                 FROM jsonb_each_text(sizes) s,
+                      LATERAL (SELECT split_part(s.key, '/', 1)::uuid AS org, split_part(s.key, '/', 2)::uuid AS ns) k
                  WHERE min_rows > 0 ORDER BY s.key LOOP
             CONTINUE WHEN x.own IS NULL AND x.n < min_rows;  -- under the line, and none to keep
             IF x.own IS NULL THEN

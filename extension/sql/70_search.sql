@@ -294,18 +294,6 @@ BEGIN
 END
 $$;
 
--- Live rows of the namespaces (an index-only count).
-CREATE OR REPLACE FUNCTION memory._live_rows(kind text, org uuid, namespace_ids uuid[]) RETURNS bigint
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE kind
-        WHEN 'fact' THEN (SELECT count(*) FROM memory.facts f
-                          WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL)
-        ELSE (SELECT count(*) FROM memory.messages m
-              WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)) END
-$$;
-
 -- What memory.maintain() counted of a namespace: the rows holding each of
 -- `lexemes` it found in 10 or more rows, and the live rows under the key '';
 -- null when it counted nothing there.
