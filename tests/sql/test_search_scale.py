@@ -74,8 +74,6 @@ def big_db(pg_server) -> Iterator[tuple[psycopg.Connection, np.ndarray]]:
             (ORG,),
         )
         cur.execute("SET maintenance_work_mem = '1GB'")
-        # A parallel build's graph differs from run to run, and recall with it.
-        cur.execute("SET max_parallel_maintenance_workers = 0")
         cur.execute(
             "CREATE INDEX facts_embedding_idx ON memory.facts "
             "USING hnsw (embedding vector_cosine_ops) WHERE forgotten_at IS NULL"
@@ -112,7 +110,10 @@ def test_filtered_search_returns_k_with_high_recall(big_db, users, label):
     conn, centers = big_db
     rng = np.random.default_rng(11)
     recalls = []
-    for query_number in range(40):
+    # 160 queries: the HNSW build picks each element's level at random, so which
+    # queries miss changes from build to build; over 40 the mean moved from 0.945
+    # to 0.9975 between builds, over 160 a miss moves it by a quarter as much.
+    for query_number in range(160):
         user = users[query_number % len(users)]
         query = centers[rng.integers(0, CLUSTERS)] + 0.6 * rng.standard_normal(DIMS)
         found = _search(conn, user, query.astype(np.float32))
