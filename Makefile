@@ -85,9 +85,14 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	@touch $@
 
+# The recommended LoCoMo configuration (docs/archival.md, "Ranking for conversations").
+LOCOMO_RECOMMENDED := --content "speaker (date): text" --variant recommended \
+	--search-options '{"rrf_k": 2, "text_weight": 1.5, "text_ranking": "idf"}'
+
 bench: install $(BENCH_STAMP)
 	$(PY) -m bench.embed --quick
 	$(PY) -m bench.locomo --quick
+	$(PY) -m bench.locomo --quick $(LOCOMO_RECOMMENDED)
 	$(PY) -m bench.search --quick
 	$(PY) -m bench.tenants --quick
 	$(PY) -m bench.dedupe --quick
@@ -103,6 +108,7 @@ bench: install $(BENCH_STAMP)
 bench-full: install $(BENCH_STAMP)
 	$(PY) -m bench.embed
 	$(PY) -m bench.locomo
+	$(PY) -m bench.locomo --no-diagnose $(LOCOMO_RECOMMENDED)
 	$(PY) -m bench.search
 	$(PY) -m bench.tenants
 	$(PY) -m bench.dedupe

@@ -21,7 +21,8 @@ from typing import Any
 from bench._common import RESULTS_DIR, ROOT, Result, fill
 
 DOC = ROOT / "docs" / "benchmarks.md"
-# Search at scale, core memory, the client's cost per call, dedupe, capture, LoCoMo,
+# Search at scale, core memory, the client's cost per call, dedupe, capture, LoCoMo
+# (the defaults, then the recommended configuration: a variant file of the same bench),
 # embedding, long-file views, everything at once under load.
 MODULES = {
     "search": "Filtered hybrid search at scale",
@@ -32,6 +33,7 @@ MODULES = {
     "bulk": "Loading facts in bulk",
     "capture": "Capture",
     "locomo": "Retrieval quality on LoCoMo",
+    "locomo-recommended": "Retrieval quality on LoCoMo, configuration `recommended`",
     "embed": "Embedding",
     "view": "Viewing long files",
     "load": "Under load",
@@ -61,6 +63,8 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 .venv/bin/python -m bench.bulk   [--quick]   # save_facts: binary vs JSON vectors, into 200,000 facts
 .venv/bin/python -m bench.capture [--quick]  # the capture queue vs save_facts, 8 workers draining
 .venv/bin/python -m bench.locomo [--quick]   # LoCoMo R@1/5/10
+.venv/bin/python -m bench.locomo --content "speaker (date): text" --variant recommended \
+    --search-options '{"rrf_k": 2, "text_weight": 1.5, "text_ranking": "idf"}'   # the recommended configuration
 .venv/bin/python -m bench.embed  [--quick]   # LocalEmbedder, embed_pending
 .venv/bin/python -m bench.load   [--quick]   # 16 clients, capture workers included, then the integrity check
 .venv/bin/python -m bench.report [--quick]   # this page, from bench/results/*.json
@@ -133,13 +137,21 @@ def machine_table(loaded: dict[str, tuple[Result, str]]) -> str:
         ),
         *((k, v(k)) for k in sorted(keys("versions") - set(VERSIONS))),
     ]
-    out = ["| | " + " | ".join(f"bench/{n}.py" for n in envs) + " |", "|---|" + "---|" * len(envs)]
+    heads = [
+        f"bench/{bench_of(n)}.py" + (f" ({n.partition('-')[2]})" if "-" in n else "") for n in envs
+    ]
+    out = ["| | " + " | ".join(heads) + " |", "|---|" + "---|" * len(envs)]
     out += [
         f"| {label} | " + " | ".join(map(_cell, cells)) + " |"
         for label, cells in rows
         if any(cells)
     ]
     return "\n".join(out)
+
+
+def bench_of(name: str) -> str:
+    """The bench module of a result name: `locomo-recommended` is bench/locomo.py's variant."""
+    return name.split("-")[0]
 
 
 def _anchor(heading: str) -> str:
@@ -157,12 +169,13 @@ def main() -> None:
     target_rows: list[str] = []
     loaded: dict[str, tuple[Result, str]] = {}
     for name, title in MODULES.items():
-        header = f"## {title} (bench/{name}.py)"
+        bench = bench_of(name)
+        header = f"## {title} (bench/{bench}.py)"
         result, filename, note = load(name, args.quick)
         try:
-            module = importlib.import_module(f"bench.{name}")
+            module = importlib.import_module(f"bench.{bench}")
         except Exception as e:  # a bench whose dependencies are missing
-            sections.append(f"{header}\n\nNot run: `bench/{name}.py` does not import ({e}).")
+            sections.append(f"{header}\n\nNot run: `bench/{bench}.py` does not import ({e}).")
             continue
         if result is None or filename is None:
             sections.append(f"{header}\n\nNot run: {note}.")
@@ -179,7 +192,9 @@ def main() -> None:
             cells = (_cell(t["target"]), _cell(t["measured"]), "✅" if t["met"] else "❌", link)
             target_rows.append("| " + " | ".join(cells) + " |")
     target_rows += [
-        f"| bench/{name}.py | not run | | {name} |" for name in MODULES if name not in loaded
+        f"| bench/{bench_of(name)}.py ({name}) | not run | | {name} |"
+        for name in MODULES
+        if name not in loaded
     ]
     page = fill(
         PAGE,

@@ -26,6 +26,7 @@ from bench._common import (
     Row,
     create_database,
     embedded_server,
+    fill,
     new_result,
     options,
     percentile,
@@ -45,15 +46,24 @@ from pgvector.psycopg import register_vector
 SECTION = """\
 ## Huge tenants at the speed of their own index (bench/tenants.py)
 
-{facts:,} facts in one `memory.facts` table: three tenants of 20%, 10% and 5% of it ({heads}), the rest over {users:,} users by Zipf's law (vectors and texts as in bench/search.py: clustered on shared topics, so most of a query's nearest neighbours in the whole table are other users'). Likewise {messages:,} messages in `memory.messages`, one user holding {heavy:,} of them (5%) in chats of 50. Searches run as the user (claims set, `ns` `{{}}`: the user's namespace and the organization's), k = 10; vector-only is `{{"text_weight": 0}}` with an empty query text, text-only has no query vector; `recall_context` is `{{"facts": 0, "messages": 10}}`.
+{facts:,} facts in one `memory.facts` table: three tenants of 20%, 10% and 5% of it ({heads}), the rest over {users:,} users by Zipf's law (vectors and texts as in bench/search.py: clustered on shared topics, so most of a query's nearest neighbours in the whole table are other users'). Likewise {messages:,} messages in `memory.messages`, one user holding {heavy:,} of them (5%) in chats of 50. Searches run as the user (claims set, `ns` `{{}}`: the user's namespace and the organization's), k = 10, the query vector bound in binary as a `real[]`, as the Python client binds it; vector-only is `{{"text_weight": 0}}` with an empty query text, text-only has no query vector; `recall_context` is `{{"facts": 0, "messages": 10}}`.
 
 *Reference* is the physical one: the same tenant's rows alone in a table of their own with their own HNSW index (m 16, ef_construction 64), queried with `ORDER BY embedding <=> q LIMIT 10` at the smallest `ef_search` of {ladder} that reaches recall@10 ≥ 0.97 against the exact scan. *Shared index* is before `memory.maintain()` (every namespace on the table's one HNSW graph); *own index* after it (`namespace_index_min_rows` {min_rows:,}: it built {own_indexes} in {maintain_s:.0f} s). Latency: median over {rounds} rounds of each round's p50 (min..max of rounds), {queries} queries per group per round; recall@10 against the exact scan of the namespace.
 
 Server: `shared_buffers` {shared_buffers}, `maintenance_work_mem` {maintenance_work_mem} for the builds. Load: {load}.
 
 {tables}
+{profile}
+Reproduce: `.venv/bin/python -m bench.tenants{quick}` (`--keep --profile-only`: the profile again on the kept server)."""
+PROFILE_TEXT = """
+### Where the time goes
 
-Reproduce: `.venv/bin/python -m bench.tenants{quick}`."""
+After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's namespace and the organization's), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`).
+
+{table}
+
+{reading}
+"""
 
 HEADS = (0.20, 0.10, 0.05)
 HEAVY = 0.05  # the heavy user's share of the messages
@@ -214,12 +224,12 @@ class Query:
 SEARCHES: dict[str, tuple[str, str]] = {  # method: (kind, SQL)
     "search_facts vector-only": (
         "fact",
-        "SELECT id::text FROM memory.search_facts(%(org)s, '', %(q)s::real[], '{}', 10,"
+        "SELECT id::text FROM memory.search_facts(%(org)s, '', %(q)b::real[], '{}', 10,"
         " '{\"text_weight\": 0}')",
     ),
     "search_facts hybrid": (
         "fact",
-        "SELECT id::text FROM memory.search_facts(%(org)s, %(text)s, %(q)s::real[], '{}', 10)",
+        "SELECT id::text FROM memory.search_facts(%(org)s, %(text)s, %(q)b::real[], '{}', 10)",
     ),
     "search_facts text-only": (
         "fact",
@@ -227,12 +237,12 @@ SEARCHES: dict[str, tuple[str, str]] = {  # method: (kind, SQL)
     ),
     "search_messages vector-only": (
         "message",
-        "SELECT id FROM memory.search_messages(%(org)s, '', %(q)s::real[], NULL, 10,"
+        "SELECT id FROM memory.search_messages(%(org)s, '', %(q)b::real[], NULL, 10,"
         " '{\"text_weight\": 0}')",
     ),
     "search_messages hybrid": (
         "message",
-        "SELECT id FROM memory.search_messages(%(org)s, %(text)s, %(q)s::real[], NULL, 10)",
+        "SELECT id FROM memory.search_messages(%(org)s, %(text)s, %(q)b::real[], NULL, 10)",
     ),
     "search_messages text-only": (
         "message",
@@ -240,7 +250,7 @@ SEARCHES: dict[str, tuple[str, str]] = {  # method: (kind, SQL)
     ),
     "recall_context hybrid": (
         "message",
-        "SELECT m.message_id FROM memory.recall_context(%(org)s, %(text)s, %(q)s::real[], '{}',"
+        "SELECT m.message_id FROM memory.recall_context(%(org)s, %(text)s, %(q)b::real[], '{}',"
         ' \'{"facts": 0, "messages": 10}\') r JOIN memory.messages m'
         " ON m.organization_id = %(org)s AND m.id = CASE WHEN r.kind = 'message' THEN substr(r.id, 9)::uuid END",
     ),
@@ -341,6 +351,121 @@ def measure_reference(
     return out
 
 
+# Where a hybrid call's time goes: its two lists called alone, as memory._rank calls
+# them (under search's own index settings), and the rest by difference.
+PIECES = {
+    "vector list": "SELECT count(*) FROM memory._nearest(%(kind)s, %(org)s, %(ids)s, NULL,"
+    " memory._embedding(%(q)b::real[]), 40, NULL, NULL, NULL)",
+    "text list": "SELECT count(*) FROM memory._text_ranked(%(kind)s, %(org)s, %(ids)s, NULL,"
+    " %(text)s, 40, NULL, false)",
+}
+SEARCH_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "800"}
+CANDIDATES = (  # the rows the text list ranks: those holding a query lexeme
+    "SELECT count(*) FROM memory.{table} WHERE organization_id = %(org)s"
+    " AND namespace_id = ANY(%(ids)s) AND search_text @@ memory._any_lexeme(%(text)s)"
+)
+PROFILED = 10  # queries per group
+SHOW = ("tiny", "medium", "5% tenant", "10% tenant", "20% tenant")
+
+
+def _explain(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> tuple[float, int, str]:
+    """EXPLAIN ANALYZE's execution time, shared buffers hit and the index scanned."""
+    plan = conn.execute(
+        "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) " + sql, params
+    ).fetchone()[0][0]
+
+    def index_name(node: dict[str, Any]) -> str:
+        if "Index Name" in node:
+            return f"{node['Node Type']} on {node['Index Name']}"
+        return next((n for n in map(index_name, node.get("Plans", [])) if n), "")
+
+    top = plan["Plan"]
+    return plan["Execution Time"], top.get("Shared Hit Blocks", 0), index_name(top)
+
+
+def profile(
+    conn: psycopg.Connection, kind: str, queries: dict[str, list[Query]], ref_ef: dict[str, int]
+) -> list[Row]:
+    """Per group: the hybrid call, its vector and text lists alone, the rest by difference;
+    for a tenant also EXPLAIN ANALYZE of its own index's scan against the reference's."""
+    table_name = "facts" if kind == "fact" else "messages"
+    hybrid = SEARCHES[f"search_{table_name} hybrid"][1]
+    out = []
+    for group in (g for g in SHOW if g in queries):
+        qs = queries[group][:PROFILED]
+        ms: dict[str, list[float]] = {"call": [], **{p: [] for p in PIECES}}
+        candidates = []
+        for q in qs:
+            conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (q.claims,))
+            params = {"org": ORG, "q": q.vector.tolist(), "text": q.text, "kind": kind}
+            params["ids"] = conn.execute(
+                "SELECT memory._resolve_many(%s, '{}')", (ORG,)
+            ).fetchone()[0]
+            for _ in range(3):  # the median of 3 of each
+                sample = {"call": timed(lambda p=params: conn.execute(hybrid, p).fetchall())[1]}
+                for key, value in SEARCH_SETTINGS.items():
+                    conn.execute(f"SET {key} = '{value}'")
+                for piece, sql in PIECES.items():
+                    sample[piece] = timed(lambda s=sql, p=params: conn.execute(s, p).fetchall())[1]
+                conn.execute("RESET hnsw.iterative_scan")
+                conn.execute("RESET hnsw.ef_search")
+                for key, value in sample.items():
+                    ms[key].append(1000 * value)
+            candidates.append(
+                conn.execute(CANDIDATES.format(table=table_name), params).fetchone()[0]
+            )
+        row: Row = {
+            "kind": kind,
+            "group": group,
+            "queries": len(qs),
+            **{f"{key}_ms": statistics.median(v) for key, v in ms.items()},
+            "text_candidates": statistics.median(candidates),
+        }
+        row["rest_ms"] = row["call_ms"] - sum(row[f"{p}_ms"] for p in PIECES)
+        if "tenant" in group:
+            row.update(_explain_tenant(conn, kind, qs, ref_ef[group]))
+        out.append(row)
+    conn.execute("SELECT set_config('request.jwt.claims', '', false)")
+    return out
+
+
+def _explain_tenant(conn: psycopg.Connection, kind: str, qs: list[Query], ref_ef: int) -> Row:
+    """The own index's scan as memory._nearest_own runs it (40 deep, at its calibrated
+    ef_search), the reference's (10 deep at its ef_search), and the reference at the own
+    index's depth and ef_search: medians over the queries."""
+    table_name = "facts" if kind == "fact" else "messages"
+    live = " AND forgotten_at IS NULL" if kind == "fact" else ""
+    ns = ns_of(conn, qs[0].owner)
+    own_ef = conn.execute("SELECT memory._own_ef_search(%s, %s, %s)", (kind, ORG, ns)).fetchone()[0]
+    ref = _ref_table(kind, qs[0].user)
+    scans = {  # name: (ef_search, iterative scan, SQL)
+        "own": (
+            own_ef,
+            "relaxed_order",
+            f"SELECT id FROM memory.{table_name} WHERE organization_id = %(org)s"
+            f" AND namespace_id = %(ns)s{live}"
+            " ORDER BY COALESCE(embedding, embedding) <=> %(v)s LIMIT 40",
+        ),
+        "reference": (ref_ef, "off", f"SELECT id FROM {ref} ORDER BY embedding <=> %(v)s LIMIT 10"),
+        "reference_at_own": (
+            own_ef,
+            "relaxed_order",
+            f"SELECT id FROM {ref} ORDER BY embedding <=> %(v)s LIMIT 40",
+        ),
+    }
+    row: Row = {"own_ef_search": own_ef, "reference_ef_search": ref_ef}
+    for name, (ef, iterative, sql) in scans.items():
+        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+        conn.execute(f"SET hnsw.iterative_scan = '{iterative}'")
+        runs = [_explain(conn, sql, {"org": ORG, "ns": ns, "v": q.vector}) for q in qs]
+        row[f"{name}_ms"] = statistics.median(r[0] for r in runs)
+        row[f"{name}_buffers"] = statistics.median(r[1] for r in runs)
+        row[f"{name}_plan"] = runs[0][2]
+    conn.execute("RESET hnsw.ef_search")
+    conn.execute("RESET hnsw.iterative_scan")
+    return row
+
+
 def _run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, float]:
     conn.execute(
         "SELECT memory.configure('namespace_index_min_rows', %s)",
@@ -360,6 +485,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=50, help="queries per group")
     ap.add_argument(
         "--keep", action="store_true", help="keep the loaded server (bench-tenants-kept)"
+    )
+    ap.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="with --keep: only the profile (where each call's time goes), added to the\n"
+        "last full run's result",
     )
     ap.add_argument(
         "--own-only",
@@ -421,6 +552,13 @@ def main() -> None:
                     g: [Query(conn, kind, c, int(rng_pick.choice(us))) for _ in range(args.queries)]
                     for g, us in c.groups.items()
                 }
+            if args.profile_only:  # the last full run's figures, and a profile beside them
+                earlier = json.loads((args.out / f"{result_name(result)}.json").read_text())
+                result["environment"], result["tables"] = earlier["environment"], earlier["tables"]
+                result["config"] = earlier["config"]
+                _add_profile(conn, result, queries)
+                save(result, args.out)
+                return
             rows: list[Row] = []
             phases = PHASES[1:] if args.own_only else PHASES
             if args.own_only:  # the shared phase and the build as the last full run measured them
@@ -447,7 +585,17 @@ def main() -> None:
             result["config"]["min_rows"] = conn.execute(
                 "SELECT memory.setting('namespace_index_min_rows')::int"
             ).fetchone()[0]
+            _add_profile(conn, result, queries)
     save(result, args.out)
+
+
+def _add_profile(conn: psycopg.Connection, result: Result, queries: dict[str, Any]) -> None:
+    chosen = _reference(result)
+    result["tables"]["profile"] = []
+    for kind in ("fact", "message"):
+        ref_ef = {g: x["ef_search"] for (k, g), x in chosen.items() if k == kind}
+        result["tables"]["profile"] += profile(conn, kind, queries[kind], ref_ef)
+        print(f"  profile, {kind}s: done", flush=True)
 
 
 # ------------------------------------------------------------------------------- reporting
@@ -535,7 +683,71 @@ def markdown(r: Result) -> str:
         maintenance_work_mem=env.get("maintenance_work_mem"),
         load=", ".join(f"{k} {v:.0f} s" for k, v in r["tables"]["load"][0].items()),
         tables=results_table(r),
+        profile=profile_markdown(r),
     )
+
+
+def profile_markdown(r: Result) -> str:
+    rows = r["tables"].get("profile")
+    if not rows:
+        return ""
+
+    def scan(x: Row, name: str, ef_key: str) -> str:
+        return f"{x[name + '_ms']:.2f} ms, ef {x[ef_key]}, {x[name + '_buffers']:,.0f} buffers"
+
+    lines, reading = [], []
+    for x in rows:
+        tenant = "own_ms" in x
+        lines.append(
+            [
+                f"{x['group']} ({x['kind']}s)",
+                f"{x['call_ms']:.2f}",
+                f"{x['vector list_ms']:.2f}",
+                f"{x['text list_ms']:.2f}",
+                f"{x['rest_ms']:.2f}",
+                f"{x['text_candidates']:,.0f}",
+                scan(x, "own", "own_ef_search") if tenant else "",
+                scan(x, "reference", "reference_ef_search") if tenant else "",
+                scan(x, "reference_at_own", "own_ef_search") if tenant else "",
+            ]
+        )
+        if tenant:
+            reading.append(
+                f"{x['group']} ({x['kind']}s): the own index's scan {x['own_ms']:.2f} ms against"
+                f" the reference's {x['reference_ms']:.2f} ms"
+                f" ({x['own_ms'] / x['reference_ms']:.2f}{TIMES}); scanned the same way the"
+                f" reference table takes {x['reference_at_own_ms']:.2f} ms"
+                f" ({x['own_ms'] / x['reference_at_own_ms']:.2f}{TIMES} of it), so"
+                f" {_share(x)} of the gap is the depth and `ef_search` the search asks for,"
+                f" the rest the index itself; the text list ranks {x['text_candidates']:,.0f}"
+                f" rows in {x['text list_ms']:.2f} ms."
+            )
+    head = [
+        "group",
+        "hybrid call, ms",
+        "vector list",
+        "text list",
+        "rest",
+        "text candidates",
+        "own index scan",
+        "reference scan",
+        "reference scanned as the own index",
+    ]
+    return fill(
+        PROFILE_TEXT,
+        queries=rows[0]["queries"],
+        table=table(head, lines),
+        reading="\n".join(f"- {line}" for line in reading),
+    )
+
+
+def _share(x: Row) -> str:
+    """The part of the own scan's excess over the reference that scanning the reference
+    table the same way also pays."""
+    gap = x["own_ms"] - x["reference_ms"]
+    if gap <= 0:
+        return "none"
+    return f"{min(1.0, max(0.0, (x['reference_at_own_ms'] - x['reference_ms']) / gap)):.0%}"
 
 
 def targets(r: Result) -> list[dict[str, Any]]:

@@ -381,10 +381,13 @@ $$;
 
 -- Reciprocal rank fusion of both lists:
 -- score = w_v / (rrf_k + rank_v) + w_t / (rrf_k + rank_t); a missing rank adds 0.
+-- ROWS: it returns k rows (10 by default). At the default estimate of 1,000 the
+-- planner joined them to a small table by hashing the whole of it.
 CREATE OR REPLACE FUNCTION memory._rank(kind text, org uuid, namespace_ids uuid[], exclude_chat text, query text,
                              query_embedding @extschema:vector@.vector, k int, options jsonb)
 RETURNS TABLE (id uuid, score float8)
 LANGUAGE plpgsql STABLE
+ROWS 10
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
