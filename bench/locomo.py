@@ -1505,10 +1505,24 @@ def markdown(r: Result) -> str:
         latency=table(["search (k = 10)", "p50 ms", "p95 ms", "queries"], latency),
         notes=fill(NOTES, notes=" and ".join(notes)) if notes else "",
         diagnosis=_diagnosis(r) if t.get("diagnosis") else "",
-        reproduce=" --quick` (one indexing, no diagnosis)."
-        if r["quick"]
-        else "` (3 indexings and the diagnosis).",
+        reproduce=_reproduce(r),
     )
+
+
+def _reproduce(r: Result) -> str:
+    """The rest of the section's command line (after `-m bench.locomo`)."""
+    c = r["config"]
+    flags = ""
+    if c.get("variant"):
+        flags = (
+            f" --content {json.dumps(c['content'])} --search-options"
+            f" '{json.dumps(c['search_options'])}' --variant {c['variant']}"
+        )
+    if r["quick"]:
+        return f" --quick{flags}` (one indexing, no diagnosis)."
+    if not c.get("diagnosis"):
+        return f"{flags} --no-diagnose` ({c['repeat']} indexings)."
+    return f"{flags}` ({c['repeat']} indexings and the diagnosis)."
 
 
 def figure(plt: Any, r: Result) -> Any:
