@@ -63,7 +63,7 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 .venv/bin/python -m bench.bulk   [--quick]   # save_facts: binary vs JSON vectors, into 200,000 facts
 .venv/bin/python -m bench.capture [--quick]  # the capture queue vs save_facts, 8 workers draining
 .venv/bin/python -m bench.locomo [--quick]   # LoCoMo R@1/5/10
-.venv/bin/python -m bench.locomo --content "speaker (date): text" --variant recommended \
+.venv/bin/python -m bench.locomo --content "speaker (date): text" --variant recommended \\
     --search-options '{{"rrf_k": 2, "text_weight": 1.5, "text_ranking": "idf"}}'   # the recommended configuration
 .venv/bin/python -m bench.embed  [--quick]   # LocalEmbedder, embed_pending
 .venv/bin/python -m bench.load   [--quick]   # 16 clients, capture workers included, then the integrity check
