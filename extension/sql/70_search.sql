@@ -86,22 +86,40 @@ BEGIN
 END
 $$;
 
--- Few enough rows to rank exactly? Counting stops at the limit. Pending rows
--- count too: the count is then an index-only scan (an `embedding IS NOT NULL`
--- test read every row from the heap: 3.5 ms at 2,000 facts, bench/search.py).
+-- The rows of `namespace_ids`, counted up to `most` + 1 at the most. Pending
+-- rows count too: the count is then an index-only scan (an `embedding IS NOT
+-- NULL` test read every row from the heap: 3.5 ms at 2,000 facts,
+-- bench/search.py). One branch per table, each planned once per session (see
+-- memory._nearest_exact).
+CREATE OR REPLACE FUNCTION memory._rows_upto(kind text, org uuid, namespace_ids uuid[], exclude_chat text, most int)
+RETURNS int
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    IF kind = 'fact' THEN
+        RETURN (SELECT count(*) FROM (
+                    SELECT FROM memory.facts f
+                    WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL
+                    LIMIT most + 1) s);
+    END IF;
+    RETURN (SELECT count(*) FROM (
+                SELECT FROM memory.messages m
+                WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+                  AND m.chat_id IS DISTINCT FROM exclude_chat
+                LIMIT most + 1) s);
+END
+$$;
+
+-- Few enough rows to rank exactly (setting exact_search_max_rows)?
 CREATE OR REPLACE FUNCTION memory._small_set(kind text, org uuid, namespace_ids uuid[], exclude_chat text) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*) <= memory._setting_int('exact_search_max_rows') FROM (
-        SELECT FROM memory.facts f
-        WHERE kind = 'fact' AND f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
-          AND f.forgotten_at IS NULL
-        UNION ALL
-        SELECT FROM memory.messages m
-        WHERE kind = 'message' AND m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
-          AND m.chat_id IS DISTINCT FROM exclude_chat
-        LIMIT memory._setting_int('exact_search_max_rows') + 1) s
+    SELECT memory._rows_upto(kind, org, namespace_ids, exclude_chat, s.most) <= s.most
+    FROM (SELECT memory._setting_int('exact_search_max_rows') AS most) s
 $$;
 
 -- The k rows nearest to `query` by cosine distance in `namespace_ids`. A
@@ -149,9 +167,48 @@ BEGIN
     SELECT c.id, c.distance FROM (
         SELECT u.id, u.distance FROM unnest(ids, distances) u(id, distance)
         UNION ALL
-        SELECT n.id, n.distance FROM memory._nearest_in(kind, org, shared, exclude_chat, query, k, exact, created) n) c
+        -- the rest counted on its own: `exact` was decided with the own-indexed namespaces in
+        SELECT n.id, n.distance FROM memory._nearest_in(kind, org, shared, exclude_chat, query, k, NULL, created) n) c
     ORDER BY c.distance, c.id
     LIMIT k;
+END
+$$;
+
+-- Plans of the searches over few rows (memory._rows_upto, memory._nearest_exact,
+-- memory._text_candidates_few): planned once per session, since planning such
+-- a call took 2 to 4 times as long as running it (bench/tenants.py: 0.16 ms
+-- against 0.04 ms for a 20-row namespace's count). Their one right access path
+-- is the (organization, namespace) btree whatever the rows; with seq scans off,
+-- the generic plan takes it even where a namespace holds most of the table.
+
+-- The k nearest rows of `namespace_ids` by an exact scan ("+ 0" keeps the
+-- planner off the HNSW index, whose filtered scan could return fewer rows;
+-- ORDER BY 2 sorts by the selected distance, so each is computed once, not
+-- again for the sort key). For few rows (memory._small_set).
+CREATE OR REPLACE FUNCTION memory._nearest_exact(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                      query @extschema:vector@.vector, k int, created tstzrange)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    IF kind = 'fact' THEN
+        RETURN QUERY
+        SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0 AS d FROM memory.facts f
+        WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
+          AND (created IS NULL OR f.created_at <@ created)
+        ORDER BY 2, f.id LIMIT k;
+    ELSE
+        RETURN QUERY
+        SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query) + 0 AS d FROM memory.messages m
+        WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+          AND m.chat_id IS DISTINCT FROM exclude_chat AND m.embedding IS NOT NULL
+          AND (created IS NULL OR m.created_at <@ created)
+        ORDER BY 2, m.id LIMIT k;
+    END IF;
 END
 $$;
 
@@ -188,10 +245,8 @@ END
 $$;
 
 -- The k rows nearest to `query` by cosine distance among namespaces that
--- share the table's index. A small set is scanned
--- exactly ("+ 0" keeps the planner off the HNSW index, whose filtered scan
--- could return fewer rows; ORDER BY 2 sorts by the selected distance, so each
--- is computed once, not again for the sort key); a large one goes through the index with the
+-- share the table's index. A small set is scanned exactly
+-- (memory._nearest_exact); a large one goes through the index with the
 -- iterative scan the calling public function sets, then is sorted again
 -- (relaxed order). One query per table: the planner does not carry an
 -- index ordering through a UNION ALL. Static queries rather than one built
@@ -211,14 +266,9 @@ BEGIN
     IF query IS NULL THEN
         RETURN;
     END IF;
-    exact := coalesce(exact, memory._small_set(kind, org, namespace_ids, exclude_chat));
-    IF kind = 'fact' AND exact THEN
-        RETURN QUERY
-        SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0 AS d FROM memory.facts f
-        WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
-          AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
-          AND (created IS NULL OR f.created_at <@ created)
-        ORDER BY 2, f.id LIMIT k;
+    IF coalesce(exact, memory._small_set(kind, org, namespace_ids, exclude_chat)) THEN
+        RETURN QUERY SELECT n.id, n.distance
+                     FROM memory._nearest_exact(kind, org, namespace_ids, exclude_chat, query, k, created) n;
     ELSIF kind = 'fact' THEN
         RETURN QUERY
         SELECT c.id, c.d FROM (
@@ -227,13 +277,6 @@ BEGIN
               AND (created IS NULL OR f.created_at <@ created)
             ORDER BY f.embedding OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
         ORDER BY c.d, c.id;
-    ELSIF exact THEN
-        RETURN QUERY
-        SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query) + 0 AS d FROM memory.messages m
-        WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
-          AND m.chat_id IS DISTINCT FROM exclude_chat AND m.embedding IS NOT NULL
-          AND (created IS NULL OR m.created_at <@ created)
-        ORDER BY 2, m.id LIMIT k;
     ELSE
         RETURN QUERY
         SELECT c.id, c.d FROM (
@@ -254,7 +297,8 @@ $$;
 -- thousands of rows there share a common word with any query, and ranking
 -- them all was most of a hybrid search's time (bench/tenants.py).
 CREATE OR REPLACE FUNCTION memory._text_ranked(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                    query text, depth int, created tstzrange, idf boolean)
+                                    query text, depth int, created tstzrange, idf boolean,
+                                    few boolean DEFAULT NULL)
 RETURNS TABLE (id uuid, rank bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -268,12 +312,13 @@ BEGIN
     IF terms IS NULL THEN
         RETURN;
     END IF;
-    own := memory._own_indexed(kind, org, namespace_ids);
+    own := CASE WHEN few THEN '{}' ELSE memory._own_indexed(kind, org, namespace_ids) END;
     IF own = '{}' THEN  -- the common case, without the merge
         RETURN QUERY
         SELECT r.id, row_number() OVER (ORDER BY r.score DESC, r.density DESC, r.id)
         FROM memory._text_ranked_in(kind, org, namespace_ids, exclude_chat, terms, terms, depth, created, lexemes,
-                                    CASE WHEN idf THEN jsonb_build_object('', memory._live_rows(kind, org, namespace_ids)) END) r;
+                                    CASE WHEN idf THEN jsonb_build_object('', memory._live_rows(kind, org, namespace_ids)) END,
+                                    few) r;
         RETURN;
     END IF;
     rest := ARRAY(SELECT unnest(namespace_ids) EXCEPT SELECT unnest(own));
@@ -283,7 +328,8 @@ BEGIN
             LATERAL memory._text_ranked_in(kind, org, ARRAY[o], exclude_chat,
                                            memory._rare_lexemes(kind, org, o, query, 10 * depth), terms, depth, created,
                                            lexemes, CASE WHEN idf THEN coalesce(memory._lexeme_counts(kind, org, o, lexemes),
-                                                     jsonb_build_object('', memory._live_rows(kind, org, ARRAY[o]))) END) r
+                                                     jsonb_build_object('', memory._live_rows(kind, org, ARRAY[o]))) END,
+                                           false) r
         UNION ALL
         SELECT r.id, r.score, r.density
         FROM memory._text_ranked_in(kind, org, rest, exclude_chat, terms, terms, depth, created, lexemes,
@@ -309,9 +355,64 @@ AS $$
     HAVING count(*) > 0
 $$;
 
--- The rows of `namespace_ids` holding any lexeme of `filter`.
+-- The rows of `namespace_ids` holding any lexeme of `filter`: of few rows
+-- (`few`; null: counted, up to 500 and exact_search_max_rows) by reading them
+-- all, of more through the text index.
 CREATE OR REPLACE FUNCTION memory._text_candidates(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
-                                        filter tsquery, created tstzrange)
+                                        filter tsquery, created tstzrange, few boolean DEFAULT NULL)
+RETURNS TABLE (id uuid, search_text tsvector)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF coalesce(few, memory._rows_upto(kind, org, namespace_ids, exclude_chat, 500)
+                     <= least(500, memory._setting_int('exact_search_max_rows'))) THEN
+        RETURN QUERY SELECT c.id, c.search_text
+                     FROM memory._text_candidates_few(kind, org, namespace_ids, exclude_chat, filter, created) c;
+    ELSE
+        RETURN QUERY SELECT c.id, c.search_text
+                     FROM memory._text_candidates_many(kind, org, namespace_ids, exclude_chat, filter, created) c;
+    END IF;
+END
+$$;
+
+-- memory._text_candidates of few rows: the namespaces' rows read through the
+-- btree, then matched. The text index reads each query lexeme's postings
+-- across the whole table: in a table of 1,000,000 facts, 0.75 ms for a
+-- namespace of 20 rows against 0.06 ms this way, 0.99 against 0.68 ms at 400
+-- rows, even at 700, and 1.31 against 1.61 ms at 1,000 (warm, bench/tenants.py
+-- tables): hence up to 500. Planned once (see memory._nearest_exact).
+CREATE OR REPLACE FUNCTION memory._text_candidates_few(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                            filter tsquery, created tstzrange)
+RETURNS TABLE (id uuid, search_text tsvector)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    IF kind = 'fact' THEN
+        RETURN QUERY
+        WITH rows AS MATERIALIZED (  -- materialized: the match must not reach the text index
+            SELECT f.id, f.search_text, f.created_at FROM memory.facts f
+            WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL)
+        SELECT r.id, r.search_text FROM rows r
+        WHERE r.search_text @@ filter AND (created IS NULL OR r.created_at <@ created);
+    ELSE
+        RETURN QUERY
+        WITH rows AS MATERIALIZED (
+            SELECT m.id, m.search_text, m.created_at FROM memory.messages m
+            WHERE m.organization_id = org AND m.namespace_id = ANY (namespace_ids)
+              AND m.chat_id IS DISTINCT FROM exclude_chat)
+        SELECT r.id, r.search_text FROM rows r
+        WHERE r.search_text @@ filter AND (created IS NULL OR r.created_at <@ created);
+    END IF;
+END
+$$;
+
+-- memory._text_candidates through the text index.
+CREATE OR REPLACE FUNCTION memory._text_candidates_many(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
+                                             filter tsquery, created tstzrange)
 RETURNS TABLE (id uuid, search_text tsvector)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -338,7 +439,7 @@ $$;
 -- other n is counted among the candidates, which hold every row holding it.
 CREATE OR REPLACE FUNCTION memory._text_ranked_in(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
                                        filter tsquery, terms tsquery, depth int, created tstzrange,
-                                       lexemes text[], counts jsonb)
+                                       lexemes text[], counts jsonb, few boolean DEFAULT NULL)
 RETURNS TABLE (id uuid, score float8, density float4)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -351,7 +452,7 @@ BEGIN
         RETURN QUERY  -- materialized: a subquery would be flattened and ts_rank_cd computed per use
         WITH ranked AS MATERIALIZED (
             SELECT c.id, ts_rank_cd(c.search_text, terms) AS cd
-            FROM memory._text_candidates(kind, org, namespace_ids, exclude_chat, filter, created) c
+            FROM memory._text_candidates(kind, org, namespace_ids, exclude_chat, filter, created, few) c
         )
         SELECT r.id, r.cd::float8, r.cd FROM ranked r
         ORDER BY r.cd DESC, r.id
@@ -361,7 +462,7 @@ BEGIN
     RETURN QUERY
     WITH candidates AS MATERIALIZED (
         SELECT c.id, c.search_text, ts_rank_cd(c.search_text, terms) AS cd
-        FROM memory._text_candidates(kind, org, namespace_ids, exclude_chat, filter, created) c
+        FROM memory._text_candidates(kind, org, namespace_ids, exclude_chat, filter, created, few) c
     ), words AS MATERIALIZED (
         SELECT l.lexeme, quote_literal(replace(l.lexeme, '\', ''))::tsquery AS term FROM unnest(lexemes) l(lexeme)
     ), held AS MATERIALIZED (
@@ -394,18 +495,20 @@ DECLARE
     opts jsonb := memory._search_options(options);
     created tstzrange := memory._created(opts);
     depth int := greatest(4 * k, 40);  -- each list is ranked deeper than k before fusion
+    most int := memory._setting_int('exact_search_max_rows');
+    live int := memory._rows_upto(kind, org, namespace_ids, exclude_chat, most);  -- counted once for both lists
 BEGIN
     RETURN QUERY
     WITH by_vector AS (
         SELECT n.id, row_number() OVER (ORDER BY n.distance, n.id) AS rank
         FROM memory._nearest(kind, org, namespace_ids, exclude_chat,
                              CASE WHEN (opts ->> 'vector_weight')::float8 > 0 THEN query_embedding END, depth,
-                             NULL, created, (opts ->> 'ef_search')::int) n
+                             live <= most, created, (opts ->> 'ef_search')::int) n
     ), by_text AS (  -- a list with weight 0 is not computed at all
         SELECT t.id, t.rank
         FROM memory._text_ranked(kind, org, namespace_ids, exclude_chat,
                                  CASE WHEN (opts ->> 'text_weight')::float8 > 0 THEN query END, depth, created,
-                                 coalesce(opts ->> 'text_ranking', '') = 'idf') t
+                                 coalesce(opts ->> 'text_ranking', '') = 'idf', live <= least(most, 500)) t
     )
     SELECT coalesce(v.id, t.id),
            coalesce((opts ->> 'vector_weight')::float8 / ((opts ->> 'rrf_k')::float8 + v.rank), 0)

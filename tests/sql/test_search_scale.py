@@ -133,16 +133,34 @@ def _index_tuples_read(conn: psycopg.Connection, index: str) -> int:
     ).fetchone()[0]
 
 
-def test_text_list_reads_only_the_namespace_postings(big_db):
-    # "fact" is in all 200,990 facts; the text index is keyed by namespace too, so
-    # a 20-fact user's search reads that user's 20 postings and no other tenant's.
-    conn, _centers = big_db
-    before = _index_tuples_read(conn, "memory.facts_search_idx")
+def _text_list_reads(conn: psycopg.Connection, owner: uuid.UUID) -> tuple[list[str], int, int]:
+    """A text-only search's rows, and the index tuples it read: (text index, btree)."""
+    before = [_index_tuples_read(conn, i) for i in ("memory.facts_search_idx", "memory.facts_live_idx")]
     rows = conn.execute(
         "SELECT content FROM memory.search_facts(%s, 'fact', NULL, %s::jsonb, 10)",
-        (ORG, f'{{"owner_id": "{SMALL_USERS[0]}"}}'),
+        (ORG, f'{{"owner_id": "{owner}"}}'),
     ).fetchall()
-    after = _index_tuples_read(conn, "memory.facts_search_idx")
+    after = [_index_tuples_read(conn, i) for i in ("memory.facts_search_idx", "memory.facts_live_idx")]
+    return [r[0] for r in rows], after[0] - before[0], after[1] - before[1]
+
+
+def test_text_list_reads_only_the_namespace_rows(big_db):
+    # "fact" is in all 200,990 facts. A 20-fact user's text list reads that
+    # user's rows through the btree (20 counted, 20 matched) and not one posting
+    # of the text index, whose postings of a lexeme span the table.
+    conn, _centers = big_db
+    rows, postings, btree = _text_list_reads(conn, SMALL_USERS[0])
     assert len(rows) == 10
-    assert all(content.endswith(" of user 5") for (content,) in rows)
-    assert after - before == 20
+    assert all(content.endswith(" of user 5") for content in rows)
+    assert (postings, btree) == (0, 40)
+
+
+def test_text_list_of_a_large_namespace_reads_its_own_postings(big_db):
+    # A 20,000-fact user: the count stops at exact_search_max_rows + 1 (2,001
+    # btree tuples); the text index, keyed by namespace, hands over that user's
+    # 20,000 postings of "fact" and none of the other 180,990.
+    conn, _centers = big_db
+    rows, postings, btree = _text_list_reads(conn, BIG_USERS[0])
+    assert len(rows) == 10
+    assert all(content.endswith(" of user 0") for content in rows)
+    assert (postings, btree) == (20_000, 2_001)
