@@ -779,9 +779,10 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
             f"tiny ({kind}s), {method} {x['p50_ms']['median']:.2f} ms: the vector list"
             f" {p['vector list_ms']:.2f} ms (an exact scan of the namespace's rows, after"
             f" counting them and checking for an own index), the text list"
-            f" {p['text list_ms']:.2f} ms for {p['text_candidates']:,.0f} candidates (the GIN"
-            " index reads the query lexemes' postings across the whole table before the"
-            f" namespace narrows them), the rest {p['rest_ms']:.2f} ms."
+            f" {p['text list_ms']:.2f} ms for {p['text_candidates']:,.0f} candidates (the"
+            " namespace's rows read through the btree and matched), the rest"
+            f" {p['rest_ms']:.2f} ms (namespace resolution, options, fusion, the final join,"
+            " the round trip)."
         )
     return out
 
