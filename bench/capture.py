@@ -40,7 +40,7 @@ from pgmemory import calls
 SECTION = """\
 ## Capture (bench/capture.py)
 
-The SQL side of capture, without a model: a scripted decision with {dimensions}-dimensional random unit embeddings (precomputed, so the model and the embedder cost nothing), bound as the client binds them (`pgmemory.calls`: message vectors as binary `real[]`, fact vectors inside the JSON operations).
+The SQL side of capture, without a model: a scripted decision with {dimensions}-dimensional random unit embeddings (precomputed, so the model and the embedder cost nothing), bound as the client binds them (`pgmemory.calls`: message vectors and the new facts' vectors as binary `real[]`).
 
 ### Per turn, against save_facts
 
@@ -204,9 +204,9 @@ class Turns:
             {"op": "supersede", "fact_id": str(self.targets.pop()), "content": f["content"]}
             for f in facts[ADDS:]
         ]
-        ops = calls.with_embeddings(ops, fvecs)  # bound as capture_pending binds them
+        call = calls.capture_facts(capture_id, ops, MODEL, fvecs)  # as capture_pending binds them
         t0 = time.perf_counter()
-        statuses = [r.status for r in execute(conn, calls.capture_facts(capture_id, ops, MODEL))]
+        statuses = [r.status for r in execute(conn, call)]
         out["apply"] = time.perf_counter() - t0
         if statuses != ["saved"] * ADDS + ["superseded"] * SUPERSEDES:
             raise AssertionError(f"capture_facts: {statuses}")
@@ -294,10 +294,8 @@ def drain(
         conn = conns[w]
         while rows := conn.execute(CAPTURES, (LEASE_BATCH, 50)).fetchall():
             for capture_id, chat, _, _ in rows:
-                ops = calls.with_embeddings(
-                    [{"op": "add", "content": f"fact of {chat}"}], [fact_vec[chat]]
-                )
-                call = calls.capture_facts(capture_id, ops, MODEL)
+                ops = [{"op": "add", "content": f"fact of {chat}"}]
+                call = calls.capture_facts(capture_id, ops, MODEL, [fact_vec[chat]])
                 statuses = [r.status for r in execute(conn, call)]
                 if statuses != ["saved"]:
                     raise AssertionError(f"{chat}: {statuses}")

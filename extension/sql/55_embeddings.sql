@@ -53,6 +53,47 @@ BEGIN
 END
 $$;
 
+-- A caller's `embeddings`, a 2-D real[] with one row per `item` (n of them,
+-- `items`) that a client binds in binary, as vectors in order; or
+-- EMBEDDING_INVALID. No JSON to parse: ~20 us a 384-dimension row.
+CREATE OR REPLACE FUNCTION memory._embedding_rows(embeddings real[], n int, item text, items text)
+RETURNS @extschema:vector@.vector[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    expected int := (memory._embedding_config()).dimensions;
+    emb real[];
+    vecs @extschema:vector@.vector[] := '{}';
+BEGIN
+    IF cardinality(embeddings) > 0 AND array_ndims(embeddings) <> 2 THEN
+        PERFORM memory._fail('EMBEDDING_INVALID', format('embeddings must be a two-dimensional array, one row per %s', item));
+    END IF;
+    IF coalesce(array_length(embeddings, 1), 0) <> n THEN
+        PERFORM memory._fail('EMBEDDING_INVALID',
+            format('embeddings must have one row per %s: %s rows for %s %s',
+                   item, coalesce(array_length(embeddings, 1), 0), n, items));
+    END IF;
+    IF array_length(embeddings, 2) <> expected THEN
+        PERFORM memory._fail('EMBEDDING_INVALID',
+            format('embedding has %s dimensions, expected %s', array_length(embeddings, 2), expected));
+    END IF;
+    IF n = 0 THEN
+        RETURN vecs;
+    END IF;
+    -- Row by row as 1-D arrays, each cast in C: ~20 us a 384-dimension row, against
+    -- ~75 us for a slice per row through unnest and ~350 us per row aggregated.
+    BEGIN
+        FOREACH emb SLICE 1 IN ARRAY embeddings LOOP
+            vecs := vecs || emb::@extschema:vector@.vector;
+        END LOOP;
+    EXCEPTION WHEN data_exception THEN  -- the cast refuses null, NaN and infinite elements
+        PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
+    END;
+    RETURN vecs;
+END
+$$;
+
 -- A JSON array of numbers as a vector, or EMBEDDING_INVALID.
 CREATE OR REPLACE FUNCTION memory._embedding_json(value jsonb) RETURNS @extschema:vector@.vector
 LANGUAGE plpgsql STABLE

@@ -109,9 +109,7 @@ AS $$
 DECLARE
     target memory.namespaces := memory._resolve(org, ns, 'write');
     n_facts int;
-    expected int;
     item record;
-    emb real[];
     vecs @extschema:vector@.vector[] := '{}';  -- by ordinal, converted once
     first_of int[];    -- by ordinal: the batch's first fact with the same normalized text
     text_ids uuid[];   -- by ordinal: the earliest live fact with that text before the batch
@@ -135,21 +133,6 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'facts must be a JSON array of at most 1000 facts');
     END IF;
     n_facts := jsonb_array_length(facts);
-    IF embeddings IS NOT NULL THEN
-        IF cardinality(embeddings) > 0 AND array_ndims(embeddings) <> 2 THEN
-            PERFORM memory._fail('EMBEDDING_INVALID', 'embeddings must be a two-dimensional array, one row per fact');
-        END IF;
-        IF coalesce(array_length(embeddings, 1), 0) <> n_facts THEN
-            PERFORM memory._fail('EMBEDDING_INVALID',
-                format('embeddings must have one row per fact: %s rows for %s facts',
-                       coalesce(array_length(embeddings, 1), 0), n_facts));
-        END IF;
-        expected := (memory._embedding_config()).dimensions;
-        IF array_length(embeddings, 2) <> expected THEN
-            PERFORM memory._fail('EMBEDDING_INVALID',
-                format('embedding has %s dimensions, expected %s', array_length(embeddings, 2), expected));
-        END IF;
-    END IF;
     -- Validate the whole batch before saving any of it.
     FOR item IN SELECT f.value AS fact, f.n::int AS n FROM jsonb_array_elements(facts) WITH ORDINALITY f(value, n) LOOP
         IF jsonb_typeof(item.fact) <> 'object' OR jsonb_typeof(item.fact -> 'content') IS DISTINCT FROM 'string' THEN
@@ -164,16 +147,8 @@ BEGIN
             PERFORM memory._fail('MEMORY_INVALID', 'a fact must not carry an "embedding" when embeddings are given');
         END IF;
     END LOOP;
-    IF n_facts > 0 AND embeddings IS NOT NULL THEN
-        -- Row by row as 1-D arrays, each cast in C: ~20 us a 384-dimension row, against
-        -- ~75 us for a slice per row through unnest and ~350 us per row aggregated.
-        BEGIN
-            FOREACH emb SLICE 1 IN ARRAY embeddings LOOP
-                vecs := vecs || emb::@extschema:vector@.vector;
-            END LOOP;
-        EXCEPTION WHEN data_exception THEN  -- the cast refuses null, NaN and infinite elements
-            PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
-        END;
+    IF embeddings IS NOT NULL THEN
+        vecs := memory._embedding_rows(embeddings, n_facts, 'fact', 'facts');
     END IF;
     PERFORM memory._lock_namespace(target, 'facts');
     -- Each fact's normalized text and the earliest live fact with it, in one query

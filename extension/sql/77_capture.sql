@@ -251,7 +251,8 @@ $$;
 
 -- Applies a model's decisions on a leased capture in one transaction and
 -- moves the chat's watermark past the leased messages (service only).
-CREATE OR REPLACE FUNCTION memory.capture_facts(capture_id uuid, operations jsonb, model text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION memory.capture_facts(capture_id uuid, operations jsonb, model text DEFAULT NULL,
+                                      embeddings real[] DEFAULT NULL)
 RETURNS TABLE (ord int, op text, id uuid, fact_id uuid, status text)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -263,11 +264,15 @@ DECLARE
     refuse boolean;
     item record;
     vecs @extschema:vector@.vector[] := '{}';  -- by ordinal: parsed once
+    row_of int[] := '{}';                       -- by ordinal: an add's or supersede's row of `embeddings`
+    new_facts int := 0;
+    given @extschema:vector@.vector[];
     secret boolean[] := '{}';                   -- by ordinal: an add or supersede not to store
     kind text;
     source jsonb;
     old_id uuid;
     adds jsonb := '[]';        -- the run of adds to save, as save_facts takes them
+    add_rows real[];           -- with `embeddings`: the run's rows of it
     run_ords int[] := '{}';    -- the run's operations, and where each is in adds (0: a secret)
     run_at int[] := '{}';
     saved_ids uuid[];
@@ -299,6 +304,12 @@ BEGIN
             END IF;
             PERFORM memory._check_fact_text(item.o ->> 'content');
             secret[item.n] := refuse AND memory._looks_secret(item.o ->> 'content');
+            new_facts := new_facts + 1;
+            row_of[item.n] := new_facts;
+            IF embeddings IS NOT NULL AND item.o ? 'embedding' THEN
+                PERFORM memory._fail('MEMORY_INVALID',
+                    format('operation %s must not carry an "embedding" when embeddings are given', item.n));
+            END IF;
             -- save_facts parses (and checks) the embedding of an add it saves, once.
             IF item.o -> 'embedding' <> 'null'::jsonb AND (item.o ->> 'op' = 'supersede' OR secret[item.n]) THEN
                 vecs[item.n] := memory._embedding_json(item.o -> 'embedding');
@@ -309,6 +320,14 @@ BEGIN
             PERFORM memory._fail('MEMORY_INVALID', format('operation %s needs a "fact_id" uuid', item.n));
         END IF;
     END LOOP;
+    IF embeddings IS NOT NULL THEN  -- checked whole; each row goes with its operation
+        given := memory._embedding_rows(embeddings, new_facts, 'new fact', 'new facts');
+        FOR i IN 1 .. jsonb_array_length(operations) LOOP
+            IF row_of[i] IS NOT NULL THEN
+                vecs[i] := given[row_of[i]];
+            END IF;
+        END LOOP;
+    END IF;
     SELECT n.* INTO target FROM memory.namespaces n
     WHERE n.organization_id = c.organization_id AND n.id = c.namespace_id;
     source := jsonb_build_object(
@@ -333,6 +352,10 @@ BEGIN
             run_ords := run_ords || item.n;
             IF secret[item.n] THEN
                 run_at := run_at || 0;  -- not saved
+            ELSIF embeddings IS NOT NULL THEN
+                adds := adds || jsonb_build_object('content', item.o ->> 'content', 'source', source);
+                add_rows := add_rows || embeddings[row_of[item.n]:row_of[item.n]];
+                run_at := run_at || jsonb_array_length(adds);
             ELSE
                 adds := adds || jsonb_build_object('content', item.o ->> 'content', 'embedding', item.o -> 'embedding',
                                                    'source', source);
@@ -344,7 +367,8 @@ BEGIN
             IF jsonb_array_length(adds) > 0 THEN
                 SELECT array_agg(s.id ORDER BY s.ord), array_agg(s.duplicate_of ORDER BY s.ord)
                 INTO saved_ids, duplicate_ids
-                FROM memory.save_facts(c.organization_id, adds, jsonb_build_object('owner_id', c.owner_id)) s;
+                FROM memory.save_facts(c.organization_id, adds, jsonb_build_object('owner_id', c.owner_id),
+                                       embeddings => add_rows) s;
             END IF;
             FOR i IN 1 .. cardinality(run_ords) LOOP
                 ord := run_ords[i];
@@ -354,7 +378,7 @@ BEGIN
                 status := CASE WHEN run_at[i] = 0 THEN 'secret' WHEN id IS NULL THEN 'duplicate' ELSE 'saved' END;
                 RETURN NEXT;
             END LOOP;
-            run_ords := '{}'; run_at := '{}'; adds := '[]';
+            run_ords := '{}'; run_at := '{}'; adds := '[]'; add_rows := NULL;
         END IF;
         EXIT WHEN kind IS NULL;
         ord := item.n;

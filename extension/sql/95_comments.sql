@@ -71,7 +71,7 @@ COMMENT ON FUNCTION memory.purge_documents() IS
 
 COMMENT ON FUNCTION memory.pending_captures(integer, integer) IS
     'Service only: lease chats pending capture with their new messages and the context before them.';
-COMMENT ON FUNCTION memory.capture_facts(uuid, jsonb, text) IS
+COMMENT ON FUNCTION memory.capture_facts(uuid, jsonb, text, real[]) IS
     'Service only: apply a model''s add/supersede/forget operations on a leased capture and move the chat''s watermark.';
 COMMENT ON FUNCTION memory.fail_capture(uuid, text) IS
     'Service only: give a capture lease back after a failed attempt; parks the chat after capture_max_attempts.';

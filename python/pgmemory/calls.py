@@ -848,12 +848,25 @@ def pending_captures(batch: int) -> Call[list[PendingCapture]]:
 
 
 def capture_facts(
-    capture_id: uuid.UUID, operations: Sequence[Mapping[str, Any]], model: str | None
+    capture_id: uuid.UUID,
+    operations: Sequence[Mapping[str, Any]],
+    model: str | None,
+    embeddings: Sequence[Vector] | None = None,
 ) -> Call[list[CapturedFact]]:
+    """`embeddings`: the embedder's vectors for `new_fact_texts(operations)`, or None
+    (the new facts wait for `embed_pending`). They go as `embeddings`, one binary
+    `real[]` row per new fact, as `save_facts` takes them; vectors of different
+    lengths go inside the JSON, where the database says which one is wrong."""
+    matrix = None
+    if embeddings is not None:
+        _check_count(embeddings, len(new_fact_texts(operations)))
+        matrix = RealRows.of(embeddings)
+        if matrix is None:
+            operations = with_embeddings(operations, embeddings)
     return Call(
         "SELECT ord, op, id, fact_id, status"
-        " FROM memory.capture_facts(%s::uuid, %s::jsonb, %s::text)",
-        (capture_id, _json([dict(op) for op in operations]), model),
+        " FROM memory.capture_facts(%s::uuid, %s::jsonb, %s::text, %b::real[])",
+        (capture_id, _json([dict(op) for op in operations]), model, matrix),
         lambda rows: [CapturedFact(*row) for row in rows],
     )
 

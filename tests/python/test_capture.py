@@ -31,6 +31,7 @@ from pgmemory import (
     Forbidden,
     Memory,
     OpenAIExtractor,
+    calls,
 )
 from pgmemory import cli as pgmemory_cli
 from pgmemory.extractors import (
@@ -419,7 +420,11 @@ TABLE = {
 
 @pytest.mark.parametrize("connect", ["sync-conn", "async-pool"], indirect=True)
 def test_capture_pending_with_openai_and_ugly_answers(
-    connect: Connect, grant: Any, org: uuid.UUID, monkeypatch: pytest.MonkeyPatch
+    connect: Connect,
+    grant: Any,
+    org: uuid.UUID,
+    monkeypatch: pytest.MonkeyPatch,
+    db: psycopg.Connection,
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     fake = FakeEmbedder(TABLE)
@@ -478,10 +483,36 @@ def test_capture_pending_with_openai_and_ugly_answers(
     user = svc.as_user(owner)
     assert live(user, org) == [CAT, VEGETARIAN, CELLIST, SPEAKS, RUNNER]
     assert [f.embedding_pending for f in user.archival.list(org)] == [False] * 5
+    stored = db.execute(
+        "SELECT content, embedding::real[] FROM memory.facts WHERE organization_id = %s", (org,)
+    ).fetchall()
+    # each new fact stored with its own vector (the rows went as float4, read back as text)
+    assert sorted(stored) == sorted((f, TABLE[f]) for f in live(user, org))
     # With embeddings the nearest facts are known facts, as numbers.
     assert f"Known facts about the user:\n1. {CAT}\n" in last_user_text(server.requests[1].body)
     assert {r.headers["authorization"] for r in server.requests} == {"Bearer no-key"}
     assert [UUID.findall(r.raw) for r in server.requests] == [[]] * len(server.requests)
+
+
+def test_capture_facts_binds_the_new_facts_vectors_in_binary() -> None:
+    # One real[] row per add and supersede, in order, the operations without vectors;
+    # vectors of different lengths go inside the JSON, for the database to name.
+    ops = [
+        {"op": "add", "content": "a"},
+        {"op": "forget", "fact_id": "x"},
+        {"op": "supersede", "fact_id": "y", "content": "b"},
+    ]
+    call = calls.capture_facts(uuid.UUID(int=1), ops, "m", [[1.0, 0.0], [0.0, 1.0]])
+    _, operations, model, rows = call.params
+    assert "%b::real[]" in call.sql
+    assert (operations.obj, model) == (ops, "m")
+    assert isinstance(rows, calls.RealRows)
+    assert (rows.rows, rows.dimensions, rows.values.tolist()) == (2, 2, [1.0, 0.0, 0.0, 1.0])
+    ragged = calls.capture_facts(uuid.UUID(int=1), ops, "m", [[1.0, 0.0], [1.0]])
+    assert ragged.params[3] is None
+    assert [op.get("embedding") for op in ragged.params[1].obj] == [[1.0, 0.0], None, [1.0]]
+    pending = calls.capture_facts(uuid.UUID(int=1), ops, None)
+    assert (pending.params[1].obj, pending.params[3]) == (ops, None)
 
 
 class Scripted:

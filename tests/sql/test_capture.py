@@ -411,6 +411,114 @@ def test_embeddings_are_stored_and_checked(service, org):
     assert [r[4] for r in rows] == ["saved", "duplicate"] and rows[1][3] == rows[0][2]
 
 
+APPLY_BINARY = (
+    "SELECT ord, op, id, fact_id, status FROM memory.capture_facts(%s, %s, %s, %s::real[])"
+)
+
+
+def _array(value) -> str:
+    """A PostgreSQL array literal of (nested) lists: '{{1,0},{0,1}}'."""
+    return "{" + ",".join(_array(v) if isinstance(v, list) else str(v) for v in value) + "}"
+
+
+def _embedding_of(service, org, fact_id):
+    return service.value(
+        "SELECT embedding::real[] FROM memory.facts WHERE organization_id = %s AND id = %s",
+        org,
+        fact_id,
+    )
+
+
+def test_embeddings_bound_beside_the_operations_go_with_their_new_facts(service, org):
+    # One row per add and supersede, in order; forgets take none; a secret's row is
+    # checked but nothing stored; dedupe compares the rows as save_facts does.
+    service.value("SELECT memory.configure_embeddings(4)")
+    owner = uuid.uuid4()
+    ns = {"owner_id": str(owner)}
+    porto = service.value("SELECT memory.save_fact(%s, 'Lives in Porto', NULL, %s)", org, ns)
+    cat = service.value("SELECT memory.save_fact(%s, 'Has a cat', NULL, %s)", org, ns)
+    _index(service, org, owner, "c1", "m1", "I moved to Lisbon and the cat is gone", 1)
+    [(capture_id, *_)] = _lease(service)
+    ops = [
+        {"op": "add", "content": "Likes tea"},
+        {"op": "forget", "fact_id": str(cat)},
+        {"op": "supersede", "fact_id": str(porto), "content": "Lives in Lisbon"},
+        {"op": "add", "content": "password: hunter2"},
+        {"op": "add", "content": "Enjoys tea"},
+        {"op": "add", "content": "Works in Braga"},
+    ]
+    rows = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0.01], [0, 0, 0, 1]]
+    got = service.rows(APPLY_BINARY, capture_id, ops, None, _array(rows))
+    tea, lisbon, braga = got[0][2], got[2][2], got[5][2]
+    assert got == [
+        (1, "add", tea, None, "saved"),
+        (2, "forget", None, cat, "forgotten"),
+        (3, "supersede", lisbon, porto, "superseded"),
+        (4, "add", None, None, "secret"),
+        (5, "add", None, tea, "duplicate"),
+        (6, "add", braga, None, "saved"),
+    ]
+    assert _embedding_of(service, org, tea) == [1, 0, 0, 0]
+    assert _embedding_of(service, org, lisbon) == [0, 1, 0, 0]
+    assert _embedding_of(service, org, braga) == [0, 0, 0, 1]
+    live = sorted(_live(service, org, owner))
+    assert live == [("Likes tea",), ("Lives in Lisbon",), ("Works in Braga",)]
+
+
+@pytest.mark.parametrize(
+    ("ops", "rows", "failure"),
+    [
+        (
+            [{"op": "add", "content": "a"}, {"op": "add", "content": "b"}],
+            [[1, 0, 0, 0]],
+            Failure(
+                "22023",
+                "EMBEDDING_INVALID",
+                "embeddings must have one row per new fact: 1 rows for 2 new facts",
+            ),
+        ),
+        (
+            [{"op": "add", "content": "a"}],
+            [1, 0, 0, 0],
+            Failure(
+                "22023",
+                "EMBEDDING_INVALID",
+                "embeddings must be a two-dimensional array, one row per new fact",
+            ),
+        ),
+        (
+            [{"op": "add", "content": "a"}],
+            [[1, 0, 0]],
+            Failure("22023", "EMBEDDING_INVALID", "embedding has 3 dimensions, expected 4"),
+        ),
+        (
+            [{"op": "add", "content": "a"}, {"op": "add", "content": "b"}],
+            [[1, 0, 0, 0], [0, 1, 0, "NaN"]],
+            Failure(
+                "22023", "EMBEDDING_INVALID", "embedding elements must be finite float4 numbers"
+            ),
+        ),
+        (
+            [{"op": "add", "content": "a", "embedding": [1, 0, 0, 0]}],
+            [[1, 0, 0, 0]],
+            Failure(
+                "22023",
+                "MEMORY_INVALID",
+                'operation 1 must not carry an "embedding" when embeddings are given',
+            ),
+        ),
+    ],
+)
+def test_bad_embeddings_beside_the_operations_apply_nothing(service, org, ops, rows, failure):
+    service.value("SELECT memory.configure_embeddings(4)")
+    owner = uuid.uuid4()
+    _index(service, org, owner, "c1", "m1", "hello", 1)
+    [(capture_id, *_)] = _lease(service)
+    assert service.fails(APPLY_BINARY, capture_id, ops, None, _array(rows)) == failure
+    assert _live(service, org, owner) == []
+    assert _status(service, org)[0][4] == "leased"
+
+
 @pytest.mark.parametrize(
     ("ops", "text"),
     [

@@ -37,7 +37,7 @@ SEARCHES = {  # vector-only (no query text), and hybrid
     "search_messages hybrid": "SELECT id FROM memory.search_messages(%s, 'word3 alpha',"
     " %s::real[], NULL, 10)",
     "recall_context hybrid": "SELECT id FROM memory.recall_context(%s, 'word3 alpha',"
-    ' %s::real[], \'{}\', \'{"facts": 5, "messages": 5}\')',
+    " %s::real[], '{}', '{\"facts\": 5, \"messages\": 5}')",
 }
 HEAVY = 3_000  # above exact_search_max_rows (2,000): the heavy user's own search walks the index
 
@@ -88,7 +88,9 @@ def _fill(dsn: str, users: int, heavy: int = 0) -> str:
     return dsn
 
 
-def _fill_heavy(conn: psycopg.Connection, user: uuid.UUID, rows: int, rng: np.random.Generator) -> None:
+def _fill_heavy(
+    conn: psycopg.Connection, user: uuid.UUID, rows: int, rng: np.random.Generator
+) -> None:
     ns = json.dumps({"scope": "user", "owner_id": str(user)})
     for start in range(0, rows, 1_000):
         vectors = rng.standard_normal((1_000, DIMS)).astype(np.float32)

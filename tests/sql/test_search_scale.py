@@ -135,12 +135,16 @@ def _index_tuples_read(conn: psycopg.Connection, index: str) -> int:
 
 def _text_list_reads(conn: psycopg.Connection, owner: uuid.UUID) -> tuple[list[str], int, int]:
     """A text-only search's rows, and the index tuples it read: (text index, btree)."""
-    before = [_index_tuples_read(conn, i) for i in ("memory.facts_search_idx", "memory.facts_live_idx")]
+    before = [
+        _index_tuples_read(conn, i) for i in ("memory.facts_search_idx", "memory.facts_live_idx")
+    ]
     rows = conn.execute(
         "SELECT content FROM memory.search_facts(%s, 'fact', NULL, %s::jsonb, 10)",
         (ORG, f'{{"owner_id": "{owner}"}}'),
     ).fetchall()
-    after = [_index_tuples_read(conn, i) for i in ("memory.facts_search_idx", "memory.facts_live_idx")]
+    after = [
+        _index_tuples_read(conn, i) for i in ("memory.facts_search_idx", "memory.facts_live_idx")
+    ]
     return [r[0] for r in rows], after[0] - before[0], after[1] - before[1]
 
 

@@ -306,8 +306,7 @@ class AsyncMemory(Client):
                 raise
             return False
         fact_vectors = await self._embed_all(calls.new_fact_texts(operations))
-        operations = calls.with_embeddings(operations, fact_vectors)
-        call = calls.capture_facts(capture.capture_id, operations, extractor.model)
+        call = calls.capture_facts(capture.capture_id, operations, extractor.model, fact_vectors)
         try:
             rows = await self._source.execute(self._claims, call)
         except Conflict as err:  # the lease was lost: another worker has the chat now

@@ -298,8 +298,7 @@ class Memory(Client):
                 raise
             return False
         fact_vectors = self._embed_all(calls.new_fact_texts(operations))
-        operations = calls.with_embeddings(operations, fact_vectors)
-        call = calls.capture_facts(capture.capture_id, operations, extractor.model)
+        call = calls.capture_facts(capture.capture_id, operations, extractor.model, fact_vectors)
         try:
             rows = self._source.execute(self._claims, call)
         except Conflict as err:
