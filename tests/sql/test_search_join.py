@@ -147,3 +147,24 @@ def test_a_search_reads_no_table_whole(small_table, search):
 @pytest.mark.parametrize("search", list(SEARCHES))
 def test_a_small_namespace_beside_a_heavy_one_reads_no_table_whole(skewed_table, search):
     assert _scans_of_one_search(skewed_table, SEARCHES[search]) == {"facts": 0, "messages": 0}
+
+
+@pytest.mark.parametrize("kind", ["fact", "message"])
+def test_both_ways_to_the_text_candidates_find_the_same_rows(small_table, kind):
+    # Read through the btree (few rows) or through the text index: the same rows.
+    with psycopg.connect(small_table) as conn:
+        found = {}
+        for few in (True, False):
+            found[few] = [
+                conn.execute(
+                    "SELECT array_agg(c.id ORDER BY c.id) FROM memory._text_candidates("
+                    "%s, %s, ARRAY(SELECT id FROM memory.namespaces WHERE organization_id = %s"
+                    " AND owner_id = ANY(%s::uuid[])), NULL, memory._any_lexeme(%s), NULL, %s) c",
+                    (kind, ORG, ORG, [_user(n) for n in users], text, few),
+                ).fetchone()[0]
+                for users in ([3], [4, 5], list(range(USERS)))
+                for text in ("word3 alpha", "beta", "word1 word7 nothing", "nothing")
+            ]
+    assert found[True] == found[False]
+    sizes = [len(ids or []) for ids in found[True]]
+    assert sizes == [10, 10, 2, 0, 20, 20, 4, 0, 2000, 2000, 400, 0]
