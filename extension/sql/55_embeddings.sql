@@ -46,10 +46,13 @@ BEGIN
         PERFORM memory._fail('EMBEDDING_INVALID',
             format('embedding has %s dimensions, expected %s', coalesce(cardinality(value), 0), expected));
     END IF;
-    IF EXISTS (SELECT FROM unnest(value) x WHERE x IS NULL OR x = 'NaN' OR x IN ('Infinity', '-Infinity')) THEN
+    -- The cast checks the elements in C: 20 us a search's 384-dimension query,
+    -- against 95 us for a scan of them in SQL (bench/tenants.py profile).
+    BEGIN
+        RETURN value::@extschema:vector@.vector;
+    EXCEPTION WHEN data_exception THEN  -- it refuses null, NaN and infinite elements
         PERFORM memory._fail('EMBEDDING_INVALID', 'embedding elements must be finite float4 numbers');
-    END IF;
-    RETURN value::@extschema:vector@.vector;
+    END;
 END
 $$;
 
