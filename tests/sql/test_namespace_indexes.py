@@ -189,7 +189,23 @@ def test_maintain_built_the_large_namespace_its_own_indexes(big):
         "SELECT memory._own_index_about('fact', %s, %s)", (ORG, large_ns)
     ).fetchone()[0]
     assert about["rows"] == 6_000 and about["namespace_id"] == str(large_ns)
-    assert about["ef_search"] in (40, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 700, 800, 1000)
+    assert about["ef_search"] in (
+        40,
+        60,
+        80,
+        100,
+        120,
+        150,
+        200,
+        250,
+        300,
+        400,
+        500,
+        600,
+        700,
+        800,
+        1000,
+    )
     assert definition.endswith(
         f"USING hnsw (COALESCE(embedding, embedding) vector_cosine_ops) WHERE ((organization_id = '{ORG}'::uuid)"
         f" AND (namespace_id = '{large_ns}'::uuid) AND (forgotten_at IS NULL))"
@@ -205,7 +221,9 @@ def test_calibration_finds_the_exact_neighbours_in_one_pass(big, kind, user, pro
     # maintain's calibration takes each probe's 10 exact neighbours from one pass
     # bounded by what the own index finds; they equal one exact scan per probe.
     conn = big["conn"]
-    ns = conn.execute("SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, user)).fetchone()[0]
+    ns = conn.execute("SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, user)).fetchone()[
+        0
+    ]
     table, live = ("facts", " AND forgotten_at IS NULL") if kind == "fact" else ("messages", "")
     ids, vectors = conn.execute(
         "SELECT ids, vectors::text[] FROM memory._probes(%s, %s, %s, %s)", (kind, ORG, ns, probes)
@@ -219,7 +237,8 @@ def test_calibration_finds_the_exact_neighbours_in_one_pass(big, kind, user, pro
         )
     ]
     truth = conn.execute(
-        "SELECT memory._exact_neighbours(%s, %s, %s, %s::uuid[], %s::vector[])", (kind, ORG, ns, ids, vectors)
+        "SELECT memory._exact_neighbours(%s, %s, %s, %s::uuid[], %s::vector[])",
+        (kind, ORG, ns, ids, vectors),
     ).fetchone()[0]
     expected = []
     for probe, vector in zip(ids, vectors, strict=True):
