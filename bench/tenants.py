@@ -758,8 +758,8 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
             continue
         line = (
             f"{group} ({kind}s), {method} {ratio:.2f}{TIMES}: the own index walks"
-            f" `ef_search` {p['own_ef_search']} 40 deep (maintain's calibration to 99% of the"
-            f" exact neighbours) where the reference walks {p['reference_ef_search']} 10 deep"
+            f" `ef_search` {p['own_ef_search']} 40 deep (maintain's calibration to 98% of the"
+            f" exact neighbours of 100 probes) where the reference walks {p['reference_ef_search']} 10 deep"
             f" (0.97 of 10); at equal depth and `ef_search` the own index costs"
             f" {p['own_ms'] / p['reference_at_own_ms']:.2f}{TIMES} a table of its own."
         )
