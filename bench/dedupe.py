@@ -37,14 +37,16 @@ from bench._common import (
     timed,
 )
 
+from pgmemory import calls
+
 SECTION = """\
 ## Saving with dedupe (bench/dedupe.py)
 
-{batch} LoCoMo turns with their LocalEmbedder vectors per measurement, default threshold {threshold}, each measurement into a fresh namespace (saving the same facts twice would only find duplicates), optionally pre-filled with random unit vectors by COPY: 1,000 facts (under `exact_search_max_rows`: the dedupe check is an exact scan) or 5,000 (over it: the HNSW index); the table also holds another tenant's {background_facts:,} facts and is ANALYZEd before the measurements.
+{batch} LoCoMo turns with their LocalEmbedder vectors per measurement, default threshold {threshold}, each measurement into a fresh namespace (saving the same facts twice would only find duplicates), optionally pre-filled with random unit vectors by COPY: 1,000 facts (under `exact_search_max_rows`, 2,000: a single search ranks them exactly) or 5,000 (over it: a single search walks the HNSW index, while a batch of 100 is still checked exactly, up to 10 times the setting); the table also holds another tenant's {background_facts:,} facts and is ANALYZEd before the measurements.
 
 Methods, each on the same 100 facts in a round (their order rotating between rounds):
 
-- **save_facts**: one call of `memory.save_facts` with the 100 facts: per fact a lookup by normalized text, a top-1 nearest-neighbour check, an insert — all inside one function call, one transaction, under the namespace's lock;
+- **save_facts**: one call of `memory.save_facts` with the 100 facts as the Python client makes it (the vectors bound as one binary `real[]`): the lookups by normalized text, one pass over the namespace comparing each live fact with the 100 vectors, one insert — all inside one function call, one transaction, under the namespace's lock;
 - **search top-1, then INSERT** — the client-side loop of the target: per fact `memory.search_facts(…, k => 1, options => {{"text_weight": 0}})`, then, when the nearest fact is below the threshold, a plain `INSERT` of the row as save_facts stores it (200 round trips, each call its own transaction as the pgmemory client runs them; two concurrent writers can both insert the same fact);
 - **save_fact loop**: 100 calls of `memory.save_fact` (the check runs in each);
 - **plain SQL top-1, then INSERT**: the loop on a bare pgvector table: `WHERE namespace_id = $1 AND forgotten_at IS NULL ORDER BY embedding <=> $2 LIMIT 1` with pgvector's defaults, then the same INSERT.
@@ -65,7 +67,7 @@ What bounds the speed-up: both save_facts and the loop pay, per fact, the neares
 {slower}
 Reproduce: `.venv/bin/python -m bench.dedupe{quick}` (`--repeat N`)."""
 SLOWER = """
-The plain SQL loop beats save_facts at {slower}: its top-1 query walks the HNSW index with pgvector's defaults (`hnsw.ef_search` 40, no iterative scan), where save_facts' check is an exact scan up to `exact_search_max_rows` (2,000 facts) and an HNSW scan with `ef_search` 400 above it, so that it does not miss a near-duplicate; a filtered HNSW scan with pgvector's defaults can miss the nearest fact or return no row at all (bench/search.py).
+The plain SQL loop beats save_facts at {slower}: its top-1 query walks the HNSW index with pgvector's defaults (`hnsw.ef_search` 40, no iterative scan), where save_facts' check is exact up to 10 times `exact_search_max_rows` for a batch of 100 and an HNSW scan with `ef_search` 400 above it, so that it does not miss a near-duplicate; a filtered HNSW scan with pgvector's defaults can miss the nearest fact or return no row at all (bench/search.py).
 """
 
 BATCH = 100
@@ -94,7 +96,6 @@ SEARCH_TOP1 = (
     "'{\"text_weight\": 0}')"
 )
 Facts = list[tuple[str, list[float]]]
-Batch = tuple[Facts, str]  # the facts, and the same as save_facts' JSON argument
 
 
 class Namespaces:
@@ -133,25 +134,26 @@ def _ns_json(ns: dict) -> str:
     return json.dumps({k: v for k, v in ns.items() if k != "id"})
 
 
-def save_batch(conn: psycopg.Connection, batch: Batch, ns: dict, threshold: float = 0) -> int:
-    rows = conn.execute(
-        "SELECT id FROM memory.save_facts(%s, %s::jsonb, %s::jsonb)", (ORG, batch[1], _ns_json(ns))
-    ).fetchall()
-    return sum(r[0] is not None for r in rows)
+def save_batch(conn: psycopg.Connection, batch: Facts, ns: dict, threshold: float = 0) -> int:
+    """One save_facts call as the client makes it: the vectors as one binary real[]."""
+    items = [calls.fact_item(c) for c, _ in batch]
+    scope = {k: v for k, v in ns.items() if k != "id"}
+    (call,) = calls.save_facts(ORG, items, [v for _, v in batch], scope, None)
+    return sum(r.id is not None for r in call.shape(conn.execute(call.sql, call.params)))
 
 
-def save_loop(conn: psycopg.Connection, batch: Batch, ns: dict, threshold: float) -> int:
+def save_loop(conn: psycopg.Connection, batch: Facts, ns: dict, threshold: float) -> int:
     sql, ns_json = "SELECT memory.save_fact(%s, %s, %b::real[], %s::jsonb)", _ns_json(ns)
-    return len({conn.execute(sql, (ORG, c, v, ns_json)).fetchone()[0] for c, v in batch[0]})
+    return len({conn.execute(sql, (ORG, c, v, ns_json)).fetchone()[0] for c, v in batch})
 
 
 def nearest_then_insert(nearest: str) -> Any:
     """The client-side loop: per fact the nearest fact's similarity by `nearest`, then an
     INSERT when it is below the threshold (no near-duplicate)."""
 
-    def loop(conn: psycopg.Connection, batch: Batch, ns: dict, threshold: float) -> int:
+    def loop(conn: psycopg.Connection, batch: Facts, ns: dict, threshold: float) -> int:
         saved, ns_json = 0, _ns_json(ns)
-        for content, vec in batch[0]:
+        for content, vec in batch:
             params = {"org": ORG, "nsid": ns["id"], "ns": ns_json, "c": content, "v": vec}
             hit = conn.execute(nearest, params).fetchone()
             if hit is None or hit[0] < threshold:
@@ -171,7 +173,7 @@ SAVE = {
 
 
 def single(
-    dsn: str, spaces: Namespaces, batches: list[Batch], prefill: int, repeat: int, threshold: float
+    dsn: str, spaces: Namespaces, batches: list[Facts], prefill: int, repeat: int, threshold: float
 ) -> list[Row]:
     """Every method on the same batch in a round, their order rotating: facts/s, the
     facts stored, and save_facts' speed-up over each method (per round)."""
@@ -199,7 +201,7 @@ def single(
     ]
 
 
-def concurrent(dsn: str, jobs: list[tuple[Batch, dict]]) -> tuple[float, int]:
+def concurrent(dsn: str, jobs: list[tuple[Facts, dict]]) -> tuple[float, int]:
     """One thread and connection per job (its facts and namespace); wall time, facts stored."""
     conns = [psycopg.connect(dsn, autocommit=True) for _ in jobs]
     saved = [0] * len(jobs)
@@ -228,8 +230,7 @@ def main() -> None:
     vectors, seconds = timed(LocalEmbedder().embed, texts)
     print(f"embedded {len(texts)} LoCoMo turns in {seconds:.1f}s")
     facts = [(t, [float(f"{x:.7g}") for x in v]) for t, v in zip(texts, vectors, strict=True)]
-    chunks = [facts[i : i + BATCH] for i in range(0, len(facts), BATCH)]
-    batches = [(b, json.dumps([{"content": c, "embedding": v} for c, v in b])) for b in chunks]
+    batches = [facts[i : i + BATCH] for i in range(0, len(facts), BATCH)]
     result = new_result(
         "dedupe",
         args.quick,

@@ -7,6 +7,7 @@ import math
 import uuid
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.support import Failure
 
@@ -216,3 +217,51 @@ def test_binary_path_writes_and_dedupes_only_the_callers_namespace(dims4, member
         org,
         {"owner_id": str(alice_id)},
     ) == [("Works in Lisbon",)]
+
+
+# Five stored facts, pairwise below the threshold (cosine 0 or 0.5).
+STORED = [
+    [1.0, 0.0, 0.0, 0.0],
+    [0.0, 1.0, 0.0, 0.0],
+    [0.0, 0.0, 1.0, 0.0],
+    [0.0, 0.0, 0.0, 1.0],
+    [0.5] * 4,
+]
+
+
+def _near(i: int) -> list[float]:
+    """A vector at cosine > 0.99 to STORED[i % 5], below 0.6 to the other four."""
+    v = list(STORED[i % 5])
+    v[(i + 1) % 4] += 0.05 + 0.001 * i
+    return _unit(*v)
+
+
+def _save_counting_index_scans(service, org, n: int) -> tuple[list, int]:
+    """save_facts of n facts, each near one stored fact, as the rows (ord, duplicate_of's
+    content) and the scans of the table's HNSW index in its transaction."""
+    items = [{"content": f"near {i}"} for i in range(n)]
+    # The counts are the backend's own since its last report, which is never mid-transaction.
+    scans = "SELECT pg_stat_get_xact_numscans('memory.facts_embedding_idx'::regclass)"
+    with service.conn.transaction(), service.conn.cursor() as cur:
+        cur.execute("SELECT set_config('request.jwt.claims', %s, true)", (service.claims,))
+        before = cur.execute(scans).fetchone()[0]
+        cur.execute(
+            "SELECT s.ord, f.content FROM memory.save_facts(%s, %s, %s, NULL, %s::real[]) s"
+            " LEFT JOIN memory.facts f ON f.id = s.duplicate_of ORDER BY s.ord",
+            (org, Jsonb(items), Jsonb(OWNER), _literal([_near(i) for i in range(n)])),
+        )
+        rows = cur.fetchall()
+        return rows, cur.execute(scans).fetchone()[0] - before
+
+
+@pytest.mark.parametrize("n, exact", [(1, False), (2, False), (3, True), (12, True)])
+def test_a_batch_ranks_exactly_up_to_ten_times_the_setting(dims4, org, n, exact):
+    # A batch reads its namespace once, so it ranks exactly while the namespace holds at
+    # most min(n, 10) x exact_search_max_rows live facts: here 2, 4, 6 and 20 against 5.
+    dims4.value("SELECT memory.configure('exact_search_max_rows', '2')")
+    for i, v in enumerate(STORED):
+        dims4.value("SELECT memory.save_fact(%s, %s, %s::real[], %s)", org, f"stored {i}", v, OWNER)
+    rows, index_scans = _save_counting_index_scans(dims4, org, n)
+    # Either way the same answer: each is a duplicate of the fact it is near.
+    assert rows == [(i + 1, f"stored {i % 5}") for i in range(n)]
+    assert (index_scans == 0) is exact, index_scans
