@@ -130,15 +130,19 @@ class Namespaces:
         return {"scope": "user", "owner_id": owner, "id": str(nsid)}
 
 
+def _scope(ns: dict) -> dict:
+    """The namespace as a call's `ns` argument (without the id the INSERTs use)."""
+    return {k: v for k, v in ns.items() if k != "id"}
+
+
 def _ns_json(ns: dict) -> str:
-    return json.dumps({k: v for k, v in ns.items() if k != "id"})
+    return json.dumps(_scope(ns))
 
 
 def save_batch(conn: psycopg.Connection, batch: Facts, ns: dict, threshold: float = 0) -> int:
     """One save_facts call as the client makes it: the vectors as one binary real[]."""
     items = [calls.fact_item(c) for c, _ in batch]
-    scope = {k: v for k, v in ns.items() if k != "id"}
-    (call,) = calls.save_facts(ORG, items, [v for _, v in batch], scope, None)
+    (call,) = calls.save_facts(ORG, items, [v for _, v in batch], _scope(ns), None)
     return sum(r.id is not None for r in call.shape(conn.execute(call.sql, call.params)))
 
 
