@@ -49,7 +49,7 @@ facts/s: median of {repeat} rounds (min..max); speed-up: binary over JSON per ro
 
 {rates}
 
-Where the time goes: the JSON path parses every vector on the server (~{parse_ms:.2f} ms per fact, measured alone: `memory._embedding_json` over the same {batch:,} vectors); once that is gone, each saved fact's entry in the HNSW index dominates: inserting {batch:,} rows with their vectors into this table took {insert_hnsw_ms:.2f} ms per row with the HNSW index and {insert_plain_ms:.2f} ms without it (one `INSERT … SELECT`, rolled back). In the namespace of {big:,} facts each fact's dedupe check also walks the HNSW index (over `exact_search_max_rows`).
+Where the time goes: the JSON path parses every vector on the server (~{parse_ms:.2f} ms per fact, measured alone: `memory._embedding_json` over the same {batch:,} vectors); once that is gone, each saved fact's entry in the HNSW index dominates: inserting {batch:,} rows with their vectors into this table took {insert_hnsw_ms:.2f} ms per row with the HNSW index and {insert_plain_ms:.2f} ms without it (one `INSERT … SELECT`, rolled back). In the namespace of {big:,} facts the call's dedupe check compares each of its {batch:,} vectors with every live fact of the namespace, in one pass over the namespace (a batch of n is checked exactly while the namespace holds at most min(n, 10) {x} `exact_search_max_rows` live facts, 20,000 by default; above that each fact walks the HNSW index).
 
 ### An initial load: the HNSW index during the load or after it
 
@@ -399,6 +399,7 @@ def markdown(r: Result) -> str:
         load=f"COPY and INSERT {load['copy_and_insert_s']:.0f} s, HNSW index {load['hnsw_build_s']:.0f} s",
         shared_buffers=env.get("server_settings", {}).get("shared_buffers", "?"),
         threshold=c.get("threshold", 0.92),
+        x=X,
     )
 
 
