@@ -343,6 +343,24 @@ def server_settings(dsn: str, names: Sequence[str]) -> dict[str, str]:
         return {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}
 
 
+def function_stats(dsn: str, function: str, calls: int = 1) -> list[tuple[str, int, float, float]]:
+    """pg_stat_user_functions of the memory schema, (name, calls, total ms, self ms), most
+    self time first, once they show `calls` calls of `function`: a session's counters
+    reach them only when its backend goes idle or exits. [] if they never do."""
+    query = (
+        "SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions "
+        "WHERE schemaname = 'memory' ORDER BY self_time DESC"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(50):
+            rows = conn.execute(query).fetchall()
+            if any(name == function and n >= calls for name, n, *_ in rows):
+                return rows
+            time.sleep(0.1)
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+    return []
+
+
 def locomo_sessions(conversation: dict[str, Any]) -> list[list[dict[str, Any]]]:
     """The sessions of a LoCoMo conversation in order, each a list of turns
     ({"speaker", "dia_id", "text", ...})."""

@@ -23,6 +23,7 @@ from bench._common import (
     Row,
     database,
     error_bars,
+    function_stats,
     index,
     medians,
     new_result,
@@ -274,26 +275,6 @@ PROFILED = ("pending_captures", "capture_facts", "save_facts", "_insert_fact", "
 PROFILE_TURNS = 20
 
 
-def _function_stats(dsn: str, calls_expected: int, function: str) -> dict[str, tuple]:
-    """pg_stat_user_functions of PROFILED, once a closed session's counts (flushed as its
-    backend exits) show `calls_expected` calls of `function`."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for _ in range(50):
-            got = {
-                name: (calls, total, own)
-                for name, calls, total, own in conn.execute(
-                    "SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions"
-                    " WHERE schemaname = 'memory' AND funcname = ANY(%s)",
-                    (list(PROFILED),),
-                )
-            }
-            if got.get(function, (0,))[0] >= calls_expected:
-                return got
-            time.sleep(0.1)
-            conn.execute("SELECT pg_stat_clear_snapshot()")
-    raise AssertionError(f"no statistics of {function} after its session ended")
-
-
 def profile(dsn: str, prefill_n: int, rng: np.random.Generator) -> list[Row]:
     """Where a turn's time goes: PROFILE_TURNS more turns of each side, each side on a
     session of its own with track_functions = all; per function its calls per turn and
@@ -317,7 +298,13 @@ def profile(dsn: str, prefill_n: int, rng: np.random.Generator) -> list[Row]:
                     side.capture(messages, mvecs, facts, fvecs)
                 else:
                     side.save(facts, fvecs)
-        got = _function_stats(dsn, PROFILE_TURNS, entry)
+        got = {
+            f: (n, total, own)
+            for f, n, total, own in function_stats(dsn, entry, PROFILE_TURNS)
+            if f in PROFILED
+        }
+        if entry not in got:
+            raise AssertionError(f"no statistics of {entry} after its session ended")
         rows += [
             {
                 "side": name,

@@ -28,6 +28,7 @@ from bench._common import (
     Result,
     Row,
     database,
+    function_stats,
     grouped_bars,
     index,
     log_scale,
@@ -725,18 +726,7 @@ def profile(
         side.conn.execute("SELECT 1")
     finally:
         side.close()
-    query = (
-        "SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions "
-        "WHERE schemaname = 'memory' ORDER BY self_time DESC"
-    )
-    rows: list[tuple[str, int, float, float]] = []
-    with psycopg.connect(rnd.dsn, autocommit=True) as conn:
-        for _ in range(50):  # the backend flushes its counters when it next goes idle
-            rows = conn.execute(query).fetchall()
-            if any(name == "run" for name, *_ in rows):
-                break
-            time.sleep(0.1)
-            conn.execute("SELECT pg_stat_clear_snapshot()")
+    rows = function_stats(rnd.dsn, "run")
     run = next(((calls, total) for name, calls, total, _ in rows if name == "run"), None)
     if run is None:
         return {}
