@@ -61,6 +61,8 @@ NAMES = {
     "AsyncWriter": "Writer",
     "areport": "report",
     "aembed": "embed",
+    "aembed_query": "embed_query",
+    "_aembed_queries": "_embed_queries",
     "aextract": "extract",
     # psycopg, psycopg_pool, pgvector
     "AsyncConnection": "Connection",

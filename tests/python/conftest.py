@@ -85,6 +85,22 @@ class FakeEmbedder:
         return [self.table[t] for t in texts]
 
 
+class QuestionSideEmbedder(FakeEmbedder):
+    """A fake with a question side, as e5 has: `embed_query` looks texts up in `questions`."""
+
+    def __init__(self, table: dict[str, Any], questions: dict[str, list[float]]) -> None:
+        super().__init__(table)
+        self.questions = questions
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(("embed_query", list(texts)))
+        return [self.questions[t] for t in texts]
+
+    async def aembed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(("aembed_query", list(texts)))
+        return [self.questions[t] for t in texts]
+
+
 def method(client: Memory | Blocking) -> str:
     """The embedder method a client must use: `aembed` for AsyncMemory."""
     return "aembed" if isinstance(client, Blocking) else "embed"

@@ -35,7 +35,16 @@ from pgmemory import (
 from pgmemory.calls import Call
 from pgmemory.connection import AsyncSource, Source
 from tests.conftest import SERVICE_LOGIN
-from tests.python.conftest import DIMS, Blocking, Connect, FakeEmbedder, e, method, plus
+from tests.python.conftest import (
+    DIMS,
+    Blocking,
+    Connect,
+    FakeEmbedder,
+    QuestionSideEmbedder,
+    e,
+    method,
+    plus,
+)
 
 OFFICE = "Works in the Lisbon office"
 OFFICE_2 = "Their office is in Lisbon"  # cosine 0.96 with OFFICE: a near-duplicate
@@ -328,6 +337,34 @@ def test_search_with_a_precomputed_query_embedding(
     ):
         user.archival.search(org, Q_CAR, query_embedding=TABLE[Q_CAR], options={"ef_search": 5})
     assert len(fake.calls) == calls_before
+
+
+def test_an_embedder_with_a_question_side_embeds_every_query_with_it(
+    connect: Connect, grant: Any, org: uuid.UUID
+) -> None:
+    """archival.search, recall.search and recall_context embed their query through the
+    embedder's `embed_query` (`aembed_query` for AsyncMemory) when it has one; what is
+    saved or indexed still goes through `embed`. The question side's vector is what ranks:
+    here it points Q_CAR at TEA, which the stored side's vector of Q_CAR would not."""
+    embedder = QuestionSideEmbedder(TABLE, {Q_CAR: TABLE[TEA]})
+    service = connect(embedder=embedder)
+    service.configure_embeddings()
+    user_id = grant()
+    user = service.as_user(user_id)
+    m = method(service)
+    user.archival.save_extracted(org, [CAR, TEA])
+    service.recall.index(
+        org, {"id": "m1", "chat_id": "c1", "owner_id": str(user_id), "role": "user", "content": TEA}
+    )
+    assert embedder.calls == [(m, [CAR, TEA]), (m, [TEA])]
+    vector_only = {"text_weight": 0}
+    hits = user.archival.search(org, Q_CAR, k=1, options=vector_only)
+    assert [(h.content, h.similarity) for h in hits] == [(TEA, 1.0)]
+    messages = user.recall.search(org, Q_CAR, k=1, options=vector_only)
+    assert [(h.id, h.similarity) for h in messages] == [("m1", 1.0)]
+    context = user.recall_context(org, Q_CAR, options={"facts": 1, "messages": 0, **vector_only})
+    assert [(i.kind, i.content) for i in context] == [("fact", TEA)]
+    assert embedder.calls[2:] == [(f"{m}_query", [Q_CAR])] * 3
 
 
 # ------------------------------------------------------------------ forget, edit, isolation

@@ -43,7 +43,7 @@ from pgmemory.extractors import (
     render_request,
     resolve,
 )
-from tests.python.conftest import Blocking, Connect, FakeEmbedder, e, plus
+from tests.python.conftest import Blocking, Connect, FakeEmbedder, QuestionSideEmbedder, e, plus
 from tests.python.scripted_models import (
     Reply,
     ScriptedServer,
@@ -418,6 +418,7 @@ TABLE = {
 }  # fmt: skip
 
 
+@pytest.mark.parametrize("question_side", [False, True], ids=["embed", "embed_query"])
 @pytest.mark.parametrize("connect", ["sync-conn", "async-pool"], indirect=True)
 def test_capture_pending_with_openai_and_ugly_answers(
     connect: Connect,
@@ -425,9 +426,10 @@ def test_capture_pending_with_openai_and_ugly_answers(
     org: uuid.UUID,
     monkeypatch: pytest.MonkeyPatch,
     db: psycopg.Connection,
+    question_side: bool,
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    fake = FakeEmbedder(TABLE)
+    fake = QuestionSideEmbedder(TABLE, TABLE) if question_side else FakeEmbedder(TABLE)
     svc = connect(embedder=fake)
     svc.configure_embeddings()
     owner = grant()
@@ -470,12 +472,14 @@ def test_capture_pending_with_openai_and_ugly_answers(
             ("d", 1, "pending", 'the answer was cut off: {"operations": [{"op": "add", "content": "Speaks Jap'),
             ("e", 1, "pending", "OpenAI API error 500 (server_error): boom"),
         ]  # fmt: skip
-        # One embedder call for each chat's messages (the searches for known facts) and
-        # one for its new facts; a failed chat never gets to the second.
+        # One embedder call for each chat's messages (the searches for known facts: the
+        # question side, where the embedder has one) and one for its new facts; a failed
+        # chat never gets to the second.
         m = "aembed" if is_async(svc) else "embed"
+        q = f"{m}_query" if question_side else m
         assert fake.calls == [
-            (m, [ADOPTED]), (m, [CAT]), (m, [VEGGIE]), (m, [VEGETARIAN]),
-            (m, [CELLO]), (m, [JAPANESE]), (m, [MARATHON]),
+            (q, [ADOPTED]), (m, [CAT]), (q, [VEGGIE]), (m, [VEGETARIAN]),
+            (q, [CELLO]), (q, [JAPANESE]), (q, [MARATHON]),
         ]  # fmt: skip
         good[0] = True
         assert svc.capture_pending(extractor) == 3

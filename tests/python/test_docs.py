@@ -102,6 +102,14 @@ CHECKS = {
         "assert members(Embedder) == members(pgmemory.Embedder) == "
         "{'dimensions', 'model', 'embed', 'aembed'}\n"
     ),
+    ("docs/embedders.md", "class E5Embedder:"): (
+        "class Inner:\n"
+        "    model, dimensions = 'e5', 1\n"
+        "    def embed(self, texts): return [[float(len(t))] for t in texts]\n"
+        "e5 = E5Embedder(Inner())\n"
+        "assert (e5.model, e5.dimensions) == ('e5', 1)\n"
+        "assert e5.embed(['ab']) == [[11.0]] and e5.embed_query(['ab']) == [[9.0]]\n"
+    ),
     ("docs/embedders.md", "mem.embed_pending()"): (
         "assert mem.embedding_status()['dimensions'] == 384\n"
     ),

@@ -149,7 +149,7 @@ class AsyncMemory(Client):
         elif self.embedder is None:
             vectors = None
         else:
-            vectors = list(await self.embedder.aembed([query]))
+            vectors = await _aembed_queries(self.embedder, [query])
         call = calls.recall_context(org, query, vectors, ns, options)
         return await self._source.execute(self._claims, call)
 
@@ -289,7 +289,7 @@ class AsyncMemory(Client):
         """One leased capture: known facts, the model, embeddings, `capture_facts`.
         True when it was applied."""
         queries = calls.capture_queries(capture)
-        vectors = calls.per_query(await self._embed_all(queries), len(queries))
+        vectors = calls.per_query(await self._embed_all(queries, queries=True), len(queries))
         hits = []
         for query, vector in zip(queries, vectors, strict=True):
             call = calls.capture_search(capture, query, vector)
@@ -319,10 +319,13 @@ class AsyncMemory(Client):
         summary.applied(rows, len(answer) - len(operations))
         return True
 
-    async def _embed_all(self, texts: list[str]) -> list[Vector] | None:
-        # One embedder call for all texts; None without an embedder (or texts).
+    async def _embed_all(self, texts: list[str], *, queries: bool = False) -> list[Vector] | None:
+        # One embedder call for all texts (searched with, if `queries`); None without an
+        # embedder (or texts).
         if self.embedder is None or not texts:
             return None
+        if queries:
+            return await _aembed_queries(self.embedder, texts)
         return list(await self.embedder.aembed(texts))
 
     async def _give_back(self, failed: list[tuple[uuid.UUID, str]]) -> None:
@@ -339,6 +342,13 @@ class AsyncMemory(Client):
         """Put an organization's parked (failed) chats, or only `chat_id`, back in the
         capture queue with their attempts cleared (service only); returns how many."""
         return await self._source.execute(self._claims, calls.retry_captures(org, chat_id))
+
+
+async def _aembed_queries(embedder: Embedder, texts: list[str]) -> list[Vector]:
+    """Vectors to search with: the embedder's `aembed_query` where it has one (a model
+    such as e5 embeds a question otherwise than the texts it is searched against)."""
+    embed = getattr(embedder, "aembed_query", None) or embedder.aembed
+    return list(await embed(texts))
 
 
 class _AsyncView:
@@ -359,7 +369,8 @@ class _AsyncView:
         # A precomputed vector is used as it is: no embedder call.
         if query_embedding is not None:
             return [query_embedding]
-        return await self._embed([query])
+        embedder = self._client.embedder
+        return None if embedder is None else await _aembed_queries(embedder, [query])
 
     async def _execute(self, call: calls.Call[calls.T]) -> calls.T:
         return await self._client._source.execute(self._client._claims, call)

@@ -146,7 +146,7 @@ class Memory(Client):
         elif self.embedder is None:
             vectors = None
         else:
-            vectors = list(self.embedder.embed([query]))
+            vectors = _embed_queries(self.embedder, [query])
         call = calls.recall_context(org, query, vectors, ns, options)
         return self._source.execute(self._claims, call)
 
@@ -281,7 +281,7 @@ class Memory(Client):
         """One leased capture: known facts, the model, embeddings, `capture_facts`.
         True when it was applied."""
         queries = calls.capture_queries(capture)
-        vectors = calls.per_query(self._embed_all(queries), len(queries))
+        vectors = calls.per_query(self._embed_all(queries, queries=True), len(queries))
         hits = []
         for query, vector in zip(queries, vectors, strict=True):
             call = calls.capture_search(capture, query, vector)
@@ -311,9 +311,11 @@ class Memory(Client):
         summary.applied(rows, len(answer) - len(operations))
         return True
 
-    def _embed_all(self, texts: list[str]) -> list[Vector] | None:
+    def _embed_all(self, texts: list[str], *, queries: bool = False) -> list[Vector] | None:
         if self.embedder is None or not texts:
             return None
+        if queries:
+            return _embed_queries(self.embedder, texts)
         return list(self.embedder.embed(texts))
 
     def _give_back(self, failed: list[tuple[uuid.UUID, str]]) -> None:
@@ -332,6 +334,13 @@ class Memory(Client):
         return self._source.execute(self._claims, calls.retry_captures(org, chat_id))
 
 
+def _embed_queries(embedder: Embedder, texts: list[str]) -> list[Vector]:
+    """Vectors to search with: the embedder's `embed_query` where it has one (a model
+    such as e5 embeds a question otherwise than the texts it is searched against)."""
+    embed = getattr(embedder, "embed_query", None) or embedder.embed
+    return list(embed(texts))
+
+
 class _View:
     """A part of a `Memory` (`.archival`, `.recall`, `.documents`): its connections,
     identity and embedder."""
@@ -348,7 +357,8 @@ class _View:
     def _embed_query(self, query: str, query_embedding: Vector | None) -> list[Vector] | None:
         if query_embedding is not None:
             return [query_embedding]
-        return self._embed([query])
+        embedder = self._client.embedder
+        return None if embedder is None else _embed_queries(embedder, [query])
 
     def _execute(self, call: calls.Call[calls.T]) -> calls.T:
         return self._client._source.execute(self._client._claims, call)

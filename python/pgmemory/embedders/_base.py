@@ -14,6 +14,13 @@ class Embedder(Protocol):
     them. `embed` takes a whole batch in one call (an implementation may split
     it internally) and returns one vector per text, in order; `aembed` is the
     same for `AsyncMemory`.
+
+    Optional, not part of the protocol's check: `embed_query` / `aembed_query`,
+    with the same signature, for a model that embeds what is searched with
+    otherwise than what is stored (e5's "query: " and "passage: " prefixes).
+    Where an embedder has them, the clients embed every search query through
+    them: `archival.search`, `recall.search`, `recall_context` and capture's
+    searches for known facts.
     """
 
     @property
