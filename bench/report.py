@@ -22,7 +22,8 @@ from bench._common import RESULTS_DIR, ROOT, Result, fill
 
 DOC = ROOT / "docs" / "benchmarks.md"
 # Search at scale, core memory, the client's cost per call, dedupe, capture, LoCoMo
-# (the defaults, then the recommended configuration: a variant file of the same bench),
+# (the defaults, then the recommended configuration and the same with e5-small-v2 vectors:
+# variant files of the same bench),
 # embedding, long-file views, everything at once under load.
 MODULES = {
     "search": "Filtered hybrid search at scale",
@@ -34,6 +35,7 @@ MODULES = {
     "capture": "Capture",
     "locomo": "Retrieval quality on LoCoMo",
     "locomo-recommended": "Retrieval quality on LoCoMo, configuration `recommended`",
+    "locomo-e5": "Retrieval quality on LoCoMo, configuration `e5`",
     "embed": "Embedding",
     "view": "Viewing long files",
     "load": "Under load",
@@ -65,6 +67,8 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 .venv/bin/python -m bench.locomo [--quick]   # LoCoMo R@1/5/10
 .venv/bin/python -m bench.locomo --content "speaker (date): text" --variant recommended \\
     --search-options '{{"rrf_k": 2, "text_weight": 1.5, "text_ranking": "idf"}}'   # the recommended configuration
+.venv/bin/python -m bench.locomo --content "speaker (date): text" --variant e5 --embedder e5-small-v2 \\
+    --search-options '{{"rrf_k": 2, "text_weight": 1.5, "text_ranking": "idf"}}'   # the same with e5-small-v2 vectors (not shipped)
 .venv/bin/python -m bench.embed  [--quick]   # LocalEmbedder, embed_pending
 .venv/bin/python -m bench.load   [--quick]   # 16 clients, capture workers included, then the integrity check
 .venv/bin/python -m bench.report [--quick]   # this page, from bench/results/*.json

@@ -141,7 +141,7 @@ class LocalEmbedder:
                     raise
                 raise _needs_extra(missing) from e
 
-            tokenizer = Tokenizer.from_str(_tokenizer_json())
+            tokenizer = Tokenizer.from_str(self._tokenizer_json())
             # The file pads every input to 128; each batch is padded to its longest instead.
             tokenizer.no_padding()
             tokenizer.enable_truncation(max_length=self.max_tokens)
@@ -151,12 +151,20 @@ class LocalEmbedder:
             options.inter_op_num_threads = 1
             options.log_severity_level = 3  # errors only
             session = ort.InferenceSession(
-                str(_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+                str(self._model_path()), sess_options=options, providers=["CPUExecutionProvider"]
             )
             self._input_names = frozenset(i.name for i in session.get_inputs())
             self._tokenizer = tokenizer
             self._session = session
             return session, tokenizer
+
+    # Where the model and its tokenizer come from: bench/locomo.py measures another
+    # model of the same shape (mean-pooled BERT, 384 wide) by overriding these two.
+    def _model_path(self) -> Path:
+        return _model_path()
+
+    def _tokenizer_json(self) -> str:
+        return _tokenizer_json()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit vector of 384 floats per text, in order."""
