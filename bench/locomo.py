@@ -899,7 +899,7 @@ class E5SmallV2(LocalEmbedder):
 
 
 EMBEDDERS = {"minilm": LocalEmbedder, "e5-small-v2": E5SmallV2}
-EMBEDDER_NAMES = {"minilm": "LocalEmbedder's all-MiniLM-L6-v2", "e5-small-v2": "e5-small-v2"}
+EMBEDDER_SHOWN = {"minilm": "LocalEmbedder", "e5-small-v2": "e5-small-v2"}  # in the text
 SHORT = {"minilm": "MiniLM", "e5-small-v2": "e5-small-v2"}  # the dense baselines' names
 
 
@@ -1388,7 +1388,7 @@ def levers_markdown(r: Result) -> str:
     calls = [(x["call"], x["p50_ms"], x["p95_ms"]) for x in t["latency"]]
     return "\n\n".join(
         [
-            f"LoCoMo levers ({EMBEDDER_NAMES[c.get('embedder', 'minilm')]} vectors): "
+            f"LoCoMo levers ({EMBEDDER_SHOWN[c.get('embedder', 'minilm')]} vectors): "
             f"tune {', '.join(c['tune'])} ({c['questions']['tune']} questions), "
             f"held out {', '.join(c['held_out'])} ({c['questions']['held-out']}); "
             f"chosen by {c['choose']}.",
@@ -1609,7 +1609,6 @@ def markdown(r: Result) -> str:
     )
 
 
-EMBEDDER_SHOWN = {"minilm": "LocalEmbedder", "e5-small-v2": "e5-small-v2"}
 EMBEDDER_NOTE = (
     " The vectors are e5-small-v2's (`--embedder e5-small-v2`: intfloat/e5-small-v2 as the int8"
     f' ONNX file of the PyPI wheel {E5_DISTRIBUTION} {E5_VERSION}, mean-pooled, "passage: "'
