@@ -770,6 +770,7 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
                 " an HNSW index with m 16 and ef_construction 64 on this tenant's vectors."
             )
         out.append(line)
+        out += _why_hybrid_missed(kind, group, base["p50_ms"]["median"], s, p)
     for kind in ("fact", "message"):
         method = f"search_{'facts' if kind == 'fact' else 'messages'} hybrid"
         x, p = s.get(("own index", "tiny", method)), profiled.get((kind, "tiny"))
@@ -783,6 +784,28 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
             " namespace's rows read through the btree and matched), the rest"
             f" {p['rest_ms']:.2f} ms (namespace resolution, options, fusion, the final join,"
             " the round trip)."
+        )
+    return out
+
+
+def _why_hybrid_missed(kind: str, group: str, reference_ms: float, s: dict, p: Row) -> list[str]:
+    """Why a tenant's hybrid call is over 2x the reference: its two lists and the rest."""
+    prefix = "search_facts" if kind == "fact" else "search_messages"
+    out = []
+    for method in (f"{prefix} hybrid", "recall_context hybrid" if kind == "message" else None):
+        x = s.get(("own index", group, method))
+        if method is None or x is None or x["p50_ms"]["median"] <= 2.0 * reference_ms:
+            continue
+        left = 2.0 * reference_ms - p["vector list_ms"]
+        out.append(
+            f"{group} ({kind}s), {method} {x['p50_ms']['median'] / reference_ms:.2f}{TIMES}: in the"
+            f" profile the call ({p['call_ms']:.2f} ms, the search's) is its vector list"
+            f" {p['vector list_ms']:.2f} ms ({p['vector list_ms'] / reference_ms:.2f}{TIMES} the"
+            f" reference's p50 by itself), its text list {p['text list_ms']:.2f} ms ranking"
+            f" {p['text_candidates']:,.0f} rows that hold a query lexeme, and"
+            f" {p['rest_ms']:.2f} ms of the rest; 2{TIMES} the reference leaves {left:.2f} ms"
+            " beside the vector list for the text list and the rest"
+            + (" (recall_context runs the same two lists)." if method.startswith("recall") else ".")
         )
     return out
 

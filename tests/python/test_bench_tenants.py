@@ -1,0 +1,44 @@
+"""bench/tenants.py's report: a tenant's hybrid call over 2x the reference is
+explained by its two lists from the profile (no timings asserted)."""
+
+from __future__ import annotations
+
+from bench import tenants
+
+X = tenants.TIMES
+
+
+def _p50(ms: float) -> dict:
+    return {"p50_ms": {"median": ms, "min": ms, "max": ms, "n": 1}}
+
+
+PROFILE = {
+    "call_ms": 15.0,
+    "vector list_ms": 9.0,
+    "text list_ms": 5.0,
+    "text_candidates": 2500.0,
+    "rest_ms": 1.0,
+}
+
+
+def test_a_hybrid_call_over_twice_the_reference_is_broken_into_its_lists() -> None:
+    searches = {
+        ("own index", "5% tenant", "search_messages hybrid"): _p50(15.0),
+        ("own index", "5% tenant", "recall_context hybrid"): _p50(11.0),
+    }
+    lines = tenants._why_hybrid_missed("message", "5% tenant", 6.0, searches, PROFILE)
+    assert lines == [
+        f"5% tenant (messages), search_messages hybrid 2.50{X}: in the profile the call"
+        f" (15.00 ms, the search's) is its vector list 9.00 ms (1.50{X} the reference's p50 by"
+        " itself), its text list 5.00 ms ranking 2,500 rows that hold a query lexeme, and"
+        f" 1.00 ms of the rest; 2{X} the reference leaves 3.00 ms beside the vector list for"
+        " the text list and the rest."
+    ]
+    searches[("own index", "5% tenant", "recall_context hybrid")] = _p50(12.5)
+    lines = tenants._why_hybrid_missed("message", "5% tenant", 6.0, searches, PROFILE)
+    assert len(lines) == 2 and lines[1].startswith(
+        f"5% tenant (messages), recall_context hybrid 2.08{X}"
+    )
+    assert lines[1].endswith("(recall_context runs the same two lists).")
+    facts = {("own index", "5% tenant", "search_facts hybrid"): _p50(12.0)}
+    assert tenants._why_hybrid_missed("fact", "5% tenant", 6.0, facts, PROFILE) == []
