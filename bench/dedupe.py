@@ -50,7 +50,7 @@ Methods, each on the same 100 facts in a round (their order rotating between rou
 - **search top-1, then INSERT** — the client-side loop of the target: per fact `memory.search_facts(…, k => 1, options => {{"text_weight": 0}})`, then, when the nearest fact is below the threshold, a plain `INSERT` of the row as save_facts stores it (200 round trips, each call its own transaction as the pgmemory client runs them; two concurrent writers can both insert the same fact);
 - **save_fact loop**: 100 calls of `memory.save_fact` (the check runs in each);
 - **plain SQL top-1, then INSERT**: the loop on a bare pgvector table: `WHERE namespace_id = $1 AND forgotten_at IS NULL ORDER BY embedding <=> $2 LIMIT 1` with pgvector's defaults, then the same INSERT;
-- *the INSERT alone* (not a way to save with dedupe, the floor under every method): one `INSERT … SELECT` of the 100 rows, their vectors bound as save_facts' are and turned into vectors by the same server function, no check of any kind — what storing the rows costs (the heap, the HNSW, GIN and btree entries, the trigger that derives the text search column).
+- *the INSERT alone* (not a way to save with dedupe, the floor under every method): one `INSERT … SELECT` of the 100 rows, their vectors bound as save_facts' are and turned into vectors by the same server function, with no dedupe check — what storing the rows costs (the heap, the HNSW, GIN and btree entries, the trigger that derives the text search column).
 
 facts/s: median of {repeat} (min..max). Speed-up: save_facts' rate over the method's, per round (the same facts), then the median (min..max) of the rounds.
 

@@ -58,7 +58,7 @@ Reproduce: `.venv/bin/python -m bench.tenants{quick}` (`--keep --profile-only`: 
 PROFILE_TEXT = """
 ### Where the time goes
 
-After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's namespace and the organization's), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`).
+After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's namespace and the organization's), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike.
 
 {table}
 
@@ -390,10 +390,11 @@ def profile(
     for a tenant also EXPLAIN ANALYZE of its own index's scan against the reference's."""
     table_name = "facts" if kind == "fact" else "messages"
     hybrid = SEARCHES[f"search_{table_name} hybrid"][1]
+    vector_only = SEARCHES[f"search_{table_name} vector-only"][1]
     out = []
     for group in (g for g in SHOW if g in queries):
         qs = queries[group][:PROFILED]
-        ms: dict[str, list[float]] = {"call": [], **{p: [] for p in PIECES}}
+        ms: dict[str, list[float]] = {"call": [], "vector-only call": [], **{p: [] for p in PIECES}}
         candidates = []
         for q in qs:
             conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (q.claims,))
@@ -402,7 +403,12 @@ def profile(
                 "SELECT memory._resolve_many(%s, '{}')", (ORG,)
             ).fetchone()[0]
             for _ in range(3):  # the median of 3 of each
-                sample = {"call": timed(lambda p=params: conn.execute(hybrid, p).fetchall())[1]}
+                sample = {
+                    "call": timed(lambda p=params: conn.execute(hybrid, p).fetchall())[1],
+                    "vector-only call": timed(
+                        lambda p=params: conn.execute(vector_only, p).fetchall()
+                    )[1],
+                }
                 for key, value in SEARCH_SETTINGS.items():
                     conn.execute(f"SET {key} = '{value}'")
                 for piece, sql in PIECES.items():
@@ -459,6 +465,19 @@ def _explain_tenant(conn: psycopg.Connection, kind: str, qs: list[Query], ref_ef
         conn.execute(f"SET hnsw.iterative_scan = '{iterative}'")
         runs = [_explain(conn, sql, {"org": ORG, "ns": ns, "v": q.vector}) for q in qs]
         row[f"{name}_ms"] = statistics.median(r[0] for r in runs)
+        # the same scan as a plain query, timed as the searches are (no EXPLAIN): median of 3
+        plain = [
+            statistics.median(
+                timed(
+                    lambda q=q, sql=sql: conn.execute(
+                        sql, {"org": ORG, "ns": ns, "v": q.vector}
+                    ).fetchall()
+                )[1]
+                for _ in range(3)
+            )
+            for q in qs
+        ]
+        row[f"{name}_plain_ms"] = 1000 * statistics.median(plain)
         row[f"{name}_buffers"] = statistics.median(r[1] for r in runs)
         row[f"{name}_plan"] = runs[0][2]
     conn.execute("RESET hnsw.ef_search")
@@ -721,6 +740,13 @@ def profile_markdown(r: Result) -> str:
                 f" index costs {x['own_ms'] / x['reference_at_own_ms']:.2f}{TIMES} a table of"
                 f" its own. The text list ranks {x['text_candidates']:,.0f} rows in"
                 f" {x['text list_ms']:.2f} ms."
+                + (
+                    f" As plain queries: the own index's scan {x['own_plain_ms']:.2f} ms, the"
+                    f" reference's {x['reference_plain_ms']:.2f} ms, the search's vector-only call"
+                    f" {x['vector-only call_ms']:.2f} ms."
+                    if "own_plain_ms" in x
+                    else ""
+                )
             )
     head = [
         "group",
@@ -757,12 +783,30 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
         if ratio <= 1.3 and x["recall_at_10"] >= 0.97:
             continue
         line = (
-            f"{group} ({kind}s), {method} {ratio:.2f}{TIMES}: the own index walks"
+            f"{group} ({kind}s), {method} {ratio:.2f}{TIMES}, recall@10 {x['recall_at_10']:.3f}:"
+            " the own index walks"
             f" `ef_search` {p['own_ef_search']} 40 deep (maintain's calibration to 98% of the"
             f" exact neighbours of 100 probes) where the reference walks {p['reference_ef_search']} 10 deep"
             f" (0.97 of 10); at equal depth and `ef_search` the own index costs"
             f" {p['own_ms'] / p['reference_at_own_ms']:.2f}{TIMES} a table of its own."
         )
+        if "own_plain_ms" in p:
+            line += (
+                " Timed as plain queries, without EXPLAIN, in the profile: the search's vector-only"
+                f" call {p['vector-only call_ms']:.2f} ms, the own index's scan alone"
+                f" {p['own_plain_ms']:.2f} ms, the reference's {p['reference_plain_ms']:.2f} ms; so"
+                f" the scan is {p['own_plain_ms'] / p['reference_plain_ms']:.2f}{TIMES} the reference's"
+                " and the layers above it (namespace resolution, options, the own index's lookup and"
+                f" `ef_search`, the final join) add"
+                f" {p['vector-only call_ms'] - p['own_plain_ms']:.2f} ms."
+            )
+        if x["recall_at_10"] < 0.97 <= base["recall_at_10"]:
+            line += (
+                f" The recall misses: maintain chose `ef_search` {p['own_ef_search']} where it found"
+                " 98% of the 10 nearest of its 100 probes, rows of the namespace itself; this run's"
+                " queries, new vectors near the tenant's topics, are harder for the graph than its"
+                " own rows."
+            )
         if base["recall_at_10"] < 0.97:
             line += (
                 f" The reference itself reaches recall@10 {base['recall_at_10']:.3f} at"

@@ -42,3 +42,51 @@ def test_a_hybrid_call_over_twice_the_reference_is_broken_into_its_lists() -> No
     assert lines[1].endswith("(recall_context runs the same two lists).")
     facts = {("own index", "5% tenant", "search_facts hybrid"): _p50(12.0)}
     assert tenants._why_hybrid_missed("fact", "5% tenant", 6.0, facts, PROFILE) == []
+
+
+def test_a_missed_vector_only_target_names_the_scan_and_the_layers_above_it() -> None:
+    reference = {
+        "kind": "fact",
+        "group": "5% tenant",
+        "chosen": True,
+        "ef_search": 600,
+        "recall_at_10": 0.972,
+    }
+    searches = [
+        {
+            "phase": "own index",
+            "group": "5% tenant",
+            "method": "search_facts vector-only",
+            "recall_at_10": 0.98,
+        }
+        | _p50(9.0),
+        {"phase": "own index", "group": "5% tenant", "method": "search_facts hybrid"} | _p50(11.0),
+    ]
+    result = {"tables": {"reference": [reference | _p50(6.0)], "searches": searches}}
+    profiled = PROFILE | {
+        "own_ef_search": 800,
+        "reference_ef_search": 600,
+        "own_ms": 8.0,
+        "reference_at_own_ms": 7.0,
+        "vector-only call_ms": 9.5,
+        "own_plain_ms": 7.5,
+        "reference_plain_ms": 6.0,
+    }
+    [line] = tenants._why_missed(result, {("fact", "5% tenant"): profiled})
+    assert line.startswith(
+        f"5% tenant (facts), search_facts vector-only 1.50{X}, recall@10 0.980: the own index walks"
+    )
+    assert line.endswith(
+        " Timed as plain queries, without EXPLAIN, in the profile: the search's vector-only call"
+        " 9.50 ms, the own index's scan alone 7.50 ms, the reference's 6.00 ms; so the scan is"
+        f" 1.25{X} the reference's and the layers above it (namespace resolution, options, the own"
+        " index's lookup and `ef_search`, the final join) add 2.00 ms."
+    )
+    searches[0] |= {"recall_at_10": 0.956} | _p50(7.0)
+    [line] = tenants._why_missed(result, {("fact", "5% tenant"): profiled})
+    assert f"search_facts vector-only 1.17{X}, recall@10 0.956:" in line
+    assert line.endswith(
+        " The recall misses: maintain chose `ef_search` 800 where it found 98% of the 10 nearest"
+        " of its 100 probes, rows of the namespace itself; this run's queries, new vectors near"
+        " the tenant's topics, are harder for the graph than its own rows."
+    )
