@@ -780,40 +780,8 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
         if x is None or p is None:
             continue
         ratio = x["p50_ms"]["median"] / base["p50_ms"]["median"]
-        if ratio <= 1.3 and x["recall_at_10"] >= 0.97:
-            continue
-        line = (
-            f"{group} ({kind}s), {method} {ratio:.2f}{TIMES}, recall@10 {x['recall_at_10']:.3f}:"
-            " the own index walks"
-            f" `ef_search` {p['own_ef_search']} 40 deep (maintain's calibration to 98% of the"
-            f" exact neighbours of 100 probes) where the reference walks {p['reference_ef_search']} 10 deep"
-            f" (0.97 of 10); at equal depth and `ef_search` the own index costs"
-            f" {p['own_ms'] / p['reference_at_own_ms']:.2f}{TIMES} a table of its own."
-        )
-        if "own_plain_ms" in p:
-            line += (
-                " Timed as plain queries, without EXPLAIN, in the profile: the search's vector-only"
-                f" call {p['vector-only call_ms']:.2f} ms, the own index's scan alone"
-                f" {p['own_plain_ms']:.2f} ms, the reference's {p['reference_plain_ms']:.2f} ms; so"
-                f" the scan is {p['own_plain_ms'] / p['reference_plain_ms']:.2f}{TIMES} the reference's"
-                " and the layers above it (namespace resolution, options, the own index's lookup and"
-                f" `ef_search`, the final join) add"
-                f" {p['vector-only call_ms'] - p['own_plain_ms']:.2f} ms."
-            )
-        if x["recall_at_10"] < 0.97 <= base["recall_at_10"]:
-            line += (
-                f" The recall misses: maintain chose `ef_search` {p['own_ef_search']} where it found"
-                " 98% of the 10 nearest of its 100 probes, rows of the namespace itself; this run's"
-                " queries, new vectors near the tenant's topics, are harder for the graph than its"
-                " own rows."
-            )
-        if base["recall_at_10"] < 0.97:
-            line += (
-                f" The reference itself reaches recall@10 {base['recall_at_10']:.3f} at"
-                f" `ef_search` {base['ef_search']}, the ladder's top: 0.97 is out of reach of"
-                " an HNSW index with m 16 and ef_construction 64 on this tenant's vectors."
-            )
-        out.append(line)
+        if ratio > 1.3 or x["recall_at_10"] < 0.97:
+            out.append(_why_vector_missed(kind, group, method, ratio, x, base, p))
         out += _why_hybrid_missed(kind, group, base["p50_ms"]["median"], s, p)
     for kind in ("fact", "message"):
         method = f"search_{'facts' if kind == 'fact' else 'messages'} hybrid"
@@ -830,6 +798,44 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
             " the round trip)."
         )
     return out
+
+
+def _why_vector_missed(
+    kind: str, group: str, method: str, ratio: float, x: Row, base: Row, p: Row
+) -> str:
+    """Why a tenant's vector-only search misses: the walk, the layers above it, the recall."""
+    line = (
+        f"{group} ({kind}s), {method} {ratio:.2f}{TIMES}, recall@10 {x['recall_at_10']:.3f}:"
+        " the own index walks"
+        f" `ef_search` {p['own_ef_search']} 40 deep (maintain's calibration to 98% of the"
+        f" exact neighbours of 100 probes) where the reference walks {p['reference_ef_search']} 10 deep"
+        f" (0.97 of 10); at equal depth and `ef_search` the own index costs"
+        f" {p['own_ms'] / p['reference_at_own_ms']:.2f}{TIMES} a table of its own."
+    )
+    if "own_plain_ms" in p:
+        line += (
+            " Timed as plain queries, without EXPLAIN, in the profile: the search's vector-only"
+            f" call {p['vector-only call_ms']:.2f} ms, the own index's scan alone"
+            f" {p['own_plain_ms']:.2f} ms, the reference's {p['reference_plain_ms']:.2f} ms; so"
+            f" the scan is {p['own_plain_ms'] / p['reference_plain_ms']:.2f}{TIMES} the reference's"
+            " and the layers above it (namespace resolution, options, the own index's lookup and"
+            f" `ef_search`, the final join) add"
+            f" {p['vector-only call_ms'] - p['own_plain_ms']:.2f} ms."
+        )
+    if x["recall_at_10"] < 0.97 <= base["recall_at_10"]:
+        line += (
+            f" The recall misses: maintain chose `ef_search` {p['own_ef_search']} where it found"
+            " 98% of the 10 nearest of its 100 probes, rows of the namespace itself; this run's"
+            " queries, new vectors near the tenant's topics, are harder for the graph than its"
+            " own rows."
+        )
+    if base["recall_at_10"] < 0.97:
+        line += (
+            f" The reference itself reaches recall@10 {base['recall_at_10']:.3f} at"
+            f" `ef_search` {base['ef_search']}, the ladder's top: 0.97 is out of reach of"
+            " an HNSW index with m 16 and ef_construction 64 on this tenant's vectors."
+        )
+    return line
 
 
 def _why_hybrid_missed(kind: str, group: str, reference_ms: float, s: dict, p: Row) -> list[str]:

@@ -90,3 +90,8 @@ def test_a_missed_vector_only_target_names_the_scan_and_the_layers_above_it() ->
         " of its 100 probes, rows of the namespace itself; this run's queries, new vectors near"
         " the tenant's topics, are harder for the graph than its own rows."
     )
+    # a met vector-only target still lets a missed hybrid one be explained
+    searches[0] |= {"recall_at_10": 0.98} | _p50(7.0)
+    searches[1] |= _p50(13.0)
+    [line] = tenants._why_missed(result, {("fact", "5% tenant"): profiled})
+    assert line.startswith(f"5% tenant (facts), search_facts hybrid 2.17{X}: in the profile")
