@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 from bench import dedupe
+from bench._common import stat
 
 X = dedupe.X
 
@@ -41,14 +42,12 @@ def test_the_insert_alone_stores_what_save_facts_stores(dsn: str) -> None:
 
 
 def _row(prefill: int, method: str, rate: float, speedup: float | None) -> dict:
-    stat = {"median": rate, "min": rate, "max": rate, "n": 1}
-    up = None if speedup is None else {"median": speedup, "min": speedup, "max": speedup, "n": 1}
     return {
         "prefill": prefill,
         "method": method,
-        "facts_per_s": stat,
+        "facts_per_s": stat([rate]),
         "stored_of_100": [100],
-        "speedup": up,
+        "speedup": None if speedup is None else stat([speedup]),
     }
 
 

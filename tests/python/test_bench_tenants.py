@@ -4,12 +4,13 @@ explained by its two lists from the profile (no timings asserted)."""
 from __future__ import annotations
 
 from bench import tenants
+from bench._common import stat
 
 X = tenants.TIMES
 
 
 def _p50(ms: float) -> dict:
-    return {"p50_ms": {"median": ms, "min": ms, "max": ms, "n": 1}}
+    return {"p50_ms": stat([ms])}
 
 
 PROFILE = {
