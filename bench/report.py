@@ -59,6 +59,7 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 # or one at a time (--quick: the small version)
 .venv/bin/python -m bench.search [--quick]   # filtered hybrid search at scale
 .venv/bin/python -m bench.tenants [--quick]  # huge tenants vs their own table's index
+.venv/bin/python -m bench.tenants --graphs   # the own index's HNSW build parameters (bench/results/tenants-graphs.md)
 .venv/bin/python -m bench.core   [--quick]   # memory.run vs the local memory tool
 .venv/bin/python -m bench.client [--quick]   # a client call vs the same SQL by hand
 .venv/bin/python -m bench.dedupe [--quick]   # save_facts vs client-side loops

@@ -174,10 +174,6 @@ $$;
 -- serve that query and the planner cannot pick it instead by cost (their costs
 -- were within 8% in a test, and a flip walked the shared graph at this
 -- index's ef_search, missing rows).
--- Its graph is built denser than the shared one (m 24, ef_construction 128,
--- against pgvector's 16 and 64): on 200,000 rows of one tenant m 16 reached
--- recall@10 0.89 at ef_search 1000 and m 24 0.97 at 800; on 50,000 rows 0.97
--- needed 600 with m 16 and 300 with m 24. The build takes 2.6 times as long.
 -- A plain CREATE INDEX (CONCURRENTLY cannot run inside a function): writes to
 -- the table wait until it is built, reads go on.
 CREATE OR REPLACE FUNCTION memory._create_namespace_index(kind text, org uuid, namespace_id uuid) RETURNS name
@@ -192,7 +188,7 @@ DECLARE
 BEGIN
     SELECT * INTO t FROM memory._memory_tables() m WHERE m.kind = _create_namespace_index.kind;
     EXECUTE format('CREATE INDEX %I ON memory.%I USING hnsw ((COALESCE(embedding, embedding)) %I.%I) '
-                   'WITH (m = 24, ef_construction = 128) WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
+                   'WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
                    index_name, t.table_name, vector_schema, config.type_name || '_cosine_ops', org, namespace_id)
          || coalesce(' AND ' || t.live, '');
     -- What maintain() reads back to report a drop.

@@ -96,3 +96,35 @@ def test_a_missed_vector_only_target_names_the_scan_and_the_layers_above_it() ->
     searches[1] |= _p50(13.0)
     [line] = tenants._why_missed(result, {("fact", "5% tenant"): profiled})
     assert line.startswith(f"5% tenant (facts), search_facts hybrid 2.17{X}: in the profile")
+
+
+def test_the_graphs_summary_names_the_first_ef_search_reaching_the_target() -> None:
+    def step(m: int, ef: int, recall: float, ms: float) -> dict:
+        return {
+            "group": "20% tenant",
+            "rows": 200_000,
+            "m": m,
+            "ef_construction": 64 if m == 16 else 128,
+            "build_s": 100.0 if m == 16 else 260.0,
+            "ef_search": ef,
+            "recall_at_10": recall,
+        } | _p50(ms)
+
+    result = {
+        "config": {"facts": 1_000_000, "queries": 100, "rounds": 3, "maintenance_work_mem": "2GB"},
+        "tables": {
+            "graphs": [
+                step(16, 800, 0.880, 20.0),
+                step(16, 1000, 0.892, 24.0),
+                step(24, 800, 0.969, 22.0),
+                step(24, 1000, 0.978, 26.0),
+            ]
+        },
+    }
+    lines = tenants.graphs_markdown(result).splitlines()
+    assert lines[4:6] == [
+        "| 20% tenant | 200,000 | m 16, ef_construction 64 | 100 s | not reached |  | 0.892 |",
+        "| 20% tenant | 200,000 | m 24, ef_construction 128 | 260 s | 1000 | 26.00 (26.00..26.00)"
+        " | 0.978 |",
+    ]
+    assert lines[-1] == "| 20% tenant | 24/128 | 1000 | 0.978 | 26.00 (26.00..26.00) |"

@@ -207,8 +207,7 @@ def test_maintain_built_the_large_namespace_its_own_indexes(big):
         1000,
     )
     assert definition.endswith(
-        "USING hnsw (COALESCE(embedding, embedding) vector_cosine_ops) WITH (m='24', ef_construction='128')"
-        f" WHERE ((organization_id = '{ORG}'::uuid)"
+        f"USING hnsw (COALESCE(embedding, embedding) vector_cosine_ops) WHERE ((organization_id = '{ORG}'::uuid)"
         f" AND (namespace_id = '{large_ns}'::uuid) AND (forgotten_at IS NULL))"
     )
 
