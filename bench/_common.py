@@ -114,6 +114,15 @@ def save(result: Result, out: Path = RESULTS_DIR) -> None:
     draw_figures(result, out)
 
 
+def save_study(result: Result, out: Path, text: str) -> None:
+    """A side study's result (not a docs/benchmarks.md section): `out`.json, and
+    its markdown `text` in `out`.md, printed too."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(text + "\n")
+    print("\n" + text + f"\nwrote {_shown(out)}.json and .md")
+
+
 # ------------------------------------------------------------------------- statistics
 
 

@@ -48,6 +48,7 @@ from bench._common import (
     options,
     percentile,
     save,
+    save_study,
     section,
     server_versions,
     stat,
@@ -1365,11 +1366,7 @@ def run_levers(args: Any) -> None:
     }
     embedder_part = "" if args.embedder == "minilm" else f"-{args.embedder}"
     out = args.out / f"locomo-levers{embedder_part}{'-quick' if args.quick else ''}"
-    args.out.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    text = levers_markdown(result)
-    out.with_suffix(".md").write_text(text + "\n")
-    print("\n" + text + f"\nwrote {out}.json and .md")
+    save_study(result, out, levers_markdown(result))
 
 
 SAME = "same top 10 as the bench's fusion"

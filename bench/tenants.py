@@ -33,6 +33,7 @@ from bench._common import (
     percentile,
     result_name,
     save,
+    save_study,
     section,
     server_settings,
     server_versions,
@@ -651,11 +652,7 @@ def run_graphs(args: Any) -> None:
         "environment": {"versions": versions},
     }
     out = args.out / f"tenants-graphs{'-quick' if args.quick else ''}"
-    args.out.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    text = graphs_markdown(result)
-    out.with_suffix(".md").write_text(text + "\n")
-    print("\n" + text + f"\nwrote {out}.json and .md")
+    save_study(result, out, graphs_markdown(result))
 
 
 def _graph_rows(
