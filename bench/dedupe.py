@@ -4,6 +4,8 @@ with their LocalEmbedder vectors. SECTION (below) is what is measured and how, a
 docs/benchmarks.md shows it.
 
     .venv/bin/python -m bench.dedupe [--quick]
+    .venv/bin/python -m bench.dedupe --without-graph   # what the shared HNSW graph costs (~5 min)
+    .venv/bin/python -m bench.dedupe --storage   # vectors in their rows or in TOAST (~3 min)
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from bench._common import (
     ORG,
     Result,
     Row,
+    create_database,
     database,
+    embedded_server,
     error_bars,
     fill,
     grouped_bars,
@@ -30,7 +34,9 @@ from bench._common import (
     options,
     run_together,
     save,
+    save_study,
     section,
+    server_versions,
     spread,
     stat,
     table,
@@ -197,16 +203,22 @@ SAVE = {
 
 
 def single(
-    dsn: str, spaces: Namespaces, batches: list[Facts], prefill: int, repeat: int, threshold: float
+    dsn: str,
+    spaces: Namespaces,
+    batches: list[Facts],
+    prefill: int,
+    repeat: int,
+    threshold: float,
+    methods: tuple[str, ...] = METHODS,
 ) -> list[Row]:
     """Every method on the same batch in a round, their order rotating: facts/s, the
     facts stored, and save_facts' speed-up over each method (per round)."""
-    rates: dict[str, list[float]] = {m: [] for m in METHODS}
-    stored: dict[str, set[int]] = {m: set() for m in METHODS}
+    rates: dict[str, list[float]] = {m: [] for m in methods}
+    stored: dict[str, set[int]] = {m: set() for m in methods}
     with psycopg.connect(dsn, autocommit=True) as conn:
         for r in range(repeat):
             batch = batches[r % len(batches)]
-            for method in METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]:
+            for method in methods[r % len(methods) :] + methods[: r % len(methods)]:
                 ns = spaces.fresh(prefill)
                 n, seconds = timed(SAVE[method], conn, batch, ns, threshold)
                 rates[method].append(BATCH / seconds)
@@ -221,8 +233,12 @@ def single(
             if m == SAVE_FACTS
             else stat([a / b for a, b in zip(rates[SAVE_FACTS], rates[m], strict=True)]),
         }
-        for m in METHODS
+        for m in methods
     ]
+
+
+def dedupe_threshold(conn: psycopg.Connection) -> float:
+    return float(conn.execute("SELECT memory.setting('dedupe_threshold')").fetchone()[0])
 
 
 def concurrent(dsn: str, jobs: list[tuple[Facts, dict]]) -> tuple[float, int]:
@@ -244,8 +260,23 @@ def concurrent(dsn: str, jobs: list[tuple[Facts, dict]]) -> tuple[float, int]:
 def main() -> None:
     ap = options(__doc__, "fewer repeats, smaller pre-fills")
     ap.add_argument("--repeat", type=int)
+    ap.add_argument(
+        "--without-graph",
+        action="store_true",
+        help="the study GRAPH_STUDY: the same rounds with and without the table's HNSW graph\n"
+        "(bench/results/dedupe-without-graph[-quick].json and .md)",
+    )
+    ap.add_argument(
+        "--storage",
+        action="store_true",
+        help="the study STORAGE_STUDY: the embedding column's storage, MAIN or EXTERNAL\n"
+        "(bench/results/dedupe-storage[-quick].json and .md)",
+    )
     args = ap.parse_args()
     repeat = args.repeat or (3 if args.quick else 5)
+    if args.storage:
+        run_storage(args, 7 if args.quick else 15)
+        return
     prefills = (0, 1000) if args.quick else (0, 1000, 5000)
 
     from pgmemory.embedders import LocalEmbedder
@@ -255,6 +286,9 @@ def main() -> None:
     print(f"embedded {len(texts)} LoCoMo turns in {seconds:.1f}s")
     facts = [(t, [float(f"{x:.7g}") for x in v]) for t, v in zip(texts, vectors, strict=True)]
     batches = [facts[i : i + BATCH] for i in range(0, len(facts), BATCH)]
+    if args.without_graph:
+        run_without_graph(args, batches, repeat)
+        return
     result = new_result(
         "dedupe",
         args.quick,
@@ -267,9 +301,7 @@ def main() -> None:
         spaces = Namespaces(dsn)
         spaces.fresh(BACKGROUND)  # another tenant; ANALYZEs the table
         with psycopg.connect(dsn) as conn:
-            threshold = float(
-                conn.execute("SELECT memory.setting('dedupe_threshold')").fetchone()[0]
-            )
+            threshold = dedupe_threshold(conn)
         result["config"]["threshold"] = threshold
         result["tables"]["single"] = [
             row for p in prefills for row in single(dsn, spaces, batches, p, repeat, threshold)
@@ -296,6 +328,218 @@ def main() -> None:
                 }
             )
     save(result, args.out)
+
+
+# `--without-graph`: what saving would cost if the rows of a namespace that is searched
+# exactly had no entry in the table's shared HNSW graph. A namespace of at most
+# exact_search_max_rows live facts (2,000) is never searched through that graph, and a
+# batch's dedupe check ranks it exactly too, yet each of its rows is inserted into the
+# graph. The same single-writer rounds as the bench's, with the graph and then, in the
+# same run and server, after dropping it (memory.facts_embedding_idx); only at the sizes
+# searched exactly, where every method's searches rank the same rows the same way.
+GRAPH_STUDY = (SAVE_FACTS, SEARCH_INSERT, INSERT_ALONE)
+GRAPH_PREFILLS = (0, 1000)
+
+
+def run_without_graph(args: Any, batches: list[Facts], repeat: int) -> None:
+    result = new_result(
+        "dedupe-without-graph",
+        args.quick,
+        batch=BATCH,
+        repeat=repeat,
+        background_facts=BACKGROUND,
+        prefills=GRAPH_PREFILLS,
+    )
+    rows: list[Row] = []
+    with database(result, "dedupe_graph") as dsn:
+        spaces = Namespaces(dsn)
+        spaces.fresh(BACKGROUND)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            threshold = dedupe_threshold(conn)
+            for graph in (True, False):
+                if not graph:
+                    conn.execute("DROP INDEX memory.facts_embedding_idx")
+                for p in GRAPH_PREFILLS:
+                    found = single(dsn, spaces, batches, p, repeat, threshold, GRAPH_STUDY)
+                    rows += [row | {"graph": graph} for row in found]
+    result["tables"]["single"] = rows
+    out = args.out / f"dedupe-without-graph{'-quick' if args.quick else ''}"
+    save_study(result, out, without_graph_markdown(result))
+
+
+def without_graph_markdown(r: Result) -> str:
+    by = index(r["tables"]["single"], "prefill", "method", "graph")
+    rows = []
+    for prefill in r["config"]["prefills"]:
+        for method in GRAPH_STUDY:
+            with_graph, without = by[prefill][method][True], by[prefill][method][False]
+            rows.append(
+                (
+                    f"{prefill:,}",
+                    method,
+                    spread(with_graph["facts_per_s"], ".0f"),
+                    spread(without["facts_per_s"], ".0f"),
+                    "" if with_graph["speedup"] is None else spread(with_graph["speedup"], ".1f"),
+                    "" if without["speedup"] is None else spread(without["speedup"], ".1f"),
+                )
+            )
+    headers = [
+        "facts in namespace",
+        "method",
+        "facts/s, with the graph",
+        "facts/s, without it",
+        "save_facts speed-up, with",
+        "without",
+    ]
+    c = r["config"]
+    return (
+        f"Saving {c['batch']} facts into a namespace searched exactly, with and without the"
+        " table's shared HNSW graph (memory.facts_embedding_idx dropped halfway through the"
+        f" run; {c['background_facts']:,} facts of another tenant in the table). facts/s:"
+        f" median of {c['repeat']} (min..max); speed-up: save_facts' rate over the method's,"
+        " per round, then the median (min..max).\n\n" + table(headers, rows)
+    )
+
+
+# `--storage`: where a row keeps its vector. With the vector type's default storage
+# (EXTERNAL) a row past ~2 KB has its vector moved to the TOAST table; memory.facts and
+# memory.messages keep it in the row (MAIN), moving the content out first. Per content
+# length and storage, in a fresh database: a namespace of STORAGE_ROWS facts (COPY, random
+# unit vectors, VACUUM ANALYZE), then an exact vector-only search_facts (k 10) and a
+# save_facts of 100 facts of the same length (dedupe's exact pass reads every row's
+# vector), each rolled back so that the namespace stays the same.
+STORAGE_STUDY = ("EXTERNAL", "MAIN")
+STORAGE_ROWS = 2000
+STORAGE_WORDS = (10, 40, 100)  # about 60, 220 and 540 characters
+VOCABULARY = (
+    "the",
+    "river",
+    "floods",
+    "in",
+    "spring",
+    "and",
+    "town",
+    "moves",
+    "its",
+    "market",
+    "uphill",
+    "every",
+    "year",
+    "since",
+    "old",
+    "bridge",
+    "fell",
+)
+
+
+def _sentence(i: int, words: int) -> str:
+    return f"fact {i}: " + " ".join(np.random.default_rng(i).choice(VOCABULARY, words))
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, 384)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _storage_row(dsn: str, storage: str, words: int, repeat: int) -> Row:
+    rng = np.random.default_rng(words)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE memory.facts ALTER COLUMN embedding SET STORAGE {storage}")
+        ns = Namespaces(dsn).fresh()
+        copy_sql = (
+            "COPY memory.facts (organization_id, namespace_id, content, embedding) FROM STDIN"
+        )
+        with conn.cursor() as cur, cur.copy(copy_sql) as copy:
+            for i, v in enumerate(_unit(rng, STORAGE_ROWS)):
+                vector = "[" + ",".join(f"{x:.6g}" for x in v) + "]"
+                copy.write_row((ORG, ns["id"], _sentence(i, words), vector))
+        conn.execute("VACUUM ANALYZE memory.facts")
+        chars, row_bytes, toasted = conn.execute(
+            "SELECT avg(length(content)), avg(pg_column_size(f.*)),"
+            " avg((pg_column_toast_chunk_id(embedding) IS NOT NULL)::int) FROM memory.facts f"
+        ).fetchone()
+        query = _unit(rng, 1)[0].tolist()
+        search = (
+            "SELECT count(*) FROM memory.search_facts(%s, '', %s::real[], %s::jsonb, 10,"
+            " '{\"text_weight\": 0}')"
+        )
+        batch = [(_sentence(10**6 + i, words), v.tolist()) for i, v in enumerate(_unit(rng, 100))]
+
+        def saved() -> None:
+            with conn.transaction(force_rollback=True):
+                save_batch(conn, batch, ns)
+
+        def searched() -> None:
+            conn.execute(search, (ORG, query, _ns_json(ns))).fetchone()
+
+        times: dict[str, list[float]] = {"search": [], "save": []}
+        for _ in range(repeat + 1):  # the first of each warms the cache, untimed
+            times["search"].append(1000 * timed(searched)[1])
+            times["save"].append(1000 * timed(saved)[1])
+    return {
+        "storage": storage,
+        "words": words,
+        "content_chars": float(chars),
+        "row_bytes": float(row_bytes),
+        "toasted_share": float(toasted),
+        "search_ms": stat(times["search"][1:]),
+        "save_ms": stat(times["save"][1:]),
+    }
+
+
+def run_storage(args: Any, repeat: int) -> None:
+    result = new_result(
+        "dedupe-storage", args.quick, rows=STORAGE_ROWS, repeat=repeat, words=STORAGE_WORDS
+    )
+    rows: list[Row] = []
+    with embedded_server("dedupe-storage") as srv:
+        for words in STORAGE_WORDS:
+            for storage in STORAGE_STUDY:
+                dsn = create_database(srv, "dedupe_storage")
+                rows.append(_storage_row(dsn, storage, words, repeat))
+        result["environment"]["versions"] = server_versions(dsn)
+    result["tables"]["storage"] = rows
+    out = args.out / f"dedupe-storage{'-quick' if args.quick else ''}"
+    save_study(result, out, storage_markdown(result))
+
+
+def storage_markdown(r: Result) -> str:
+    by = index(r["tables"]["storage"], "words", "storage")
+    rows = []
+    for of in by.values():
+        ext, main = of["EXTERNAL"], of["MAIN"]
+        rows.append(
+            (
+                f"{main['content_chars']:.0f}",
+                f"{main['row_bytes']:,.0f}",
+                f"{ext['toasted_share']:.0%} / {main['toasted_share']:.0%}",
+                spread(ext["search_ms"]),
+                spread(main["search_ms"]),
+                spread(ext["save_ms"], ".1f"),
+                spread(main["save_ms"], ".1f"),
+                f"{ext['search_ms']['median'] / main['search_ms']['median']:.1f}{X} / "
+                f"{ext['save_ms']['median'] / main['save_ms']['median']:.1f}{X}",
+            )
+        )
+    headers = [
+        "content, characters",
+        "row, bytes",
+        "vectors in TOAST, EXTERNAL / MAIN",
+        "exact search, EXTERNAL, ms",
+        "MAIN, ms",
+        "save_facts of 100, EXTERNAL, ms",
+        "MAIN, ms",
+        "EXTERNAL over MAIN: search / save_facts",
+    ]
+    c = r["config"]
+    return (
+        f"Where a row keeps its vector: a namespace of {c['rows']:,} facts with 384-dimension"
+        " random unit vectors, an exact vector-only `search_facts` (k 10) and a `save_facts`"
+        " of 100 facts of the same length, each rolled back; a fresh database per content"
+        f" length and storage; median of {c['repeat']} (min..max). EXTERNAL is the vector"
+        " type's default storage, MAIN what memory.facts and memory.messages use.\n\n"
+        + table(headers, rows)
+    )
 
 
 # ------------------------------------------------------------------ report
@@ -344,7 +588,9 @@ def _why_missed(single: dict[int, dict[str, Row]]) -> str:
             line += (
                 f", under {TARGET_SPEEDUP:g}{X}: storing the rows, above all their entries in the"
                 " table's HNSW graph (which every pre-fill grows by random unit vectors, the"
-                " hardest case for it), not the dedupe check, bounds the speed-up at this size."
+                " hardest case for it), not the dedupe check, bounds the speed-up at this size"
+                " (`--without-graph` measures the same rounds without that graph:"
+                " bench/results/dedupe-without-graph.md)."
             )
         else:
             line += (

@@ -63,6 +63,8 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 .venv/bin/python -m bench.core   [--quick]   # memory.run vs the local memory tool
 .venv/bin/python -m bench.client [--quick]   # a client call vs the same SQL by hand
 .venv/bin/python -m bench.dedupe [--quick]   # save_facts vs client-side loops
+.venv/bin/python -m bench.dedupe --without-graph   # the same without the shared HNSW graph (bench/results/dedupe-without-graph.md)
+.venv/bin/python -m bench.dedupe --storage   # vectors in their rows or in TOAST (bench/results/dedupe-storage.md)
 .venv/bin/python -m bench.bulk   [--quick]   # save_facts: binary vs JSON vectors, into 200,000 facts
 .venv/bin/python -m bench.capture [--quick]  # the capture queue vs save_facts, 8 workers draining
 .venv/bin/python -m bench.locomo [--quick]   # LoCoMo R@1/5/10

@@ -86,4 +86,60 @@ def test_a_missed_target_is_explained_by_the_floor() -> None:
     single[1000][dedupe.INSERT_ALONE] = _row(1000, dedupe.INSERT_ALONE, 1100, 0.9)
     line = dedupe._why_missed(single).strip().splitlines()[2]
     assert f"would be 4.4{X} the loop, under 5{X}: storing the rows" in line
-    assert line.endswith("not the dedupe check, bounds the speed-up at this size.")
+    assert line.endswith(
+        "not the dedupe check, bounds the speed-up at this size (`--without-graph` measures"
+        " the same rounds without that graph: bench/results/dedupe-without-graph.md)."
+    )
+
+
+def test_the_graph_study_sets_each_method_with_the_graph_beside_without_it() -> None:
+    rows = [
+        _row(p, m, rate, x) | {"graph": graph}
+        for p in (0, 1000)
+        for graph, scale in ((True, 1), (False, 4))
+        for m, rate, x in (
+            (dedupe.SAVE_FACTS, 500 * scale, None),
+            (dedupe.SEARCH_INSERT, 100, 5.0 * scale),
+            (dedupe.INSERT_ALONE, 1000 * scale, 0.5),
+        )
+    ]
+    result = {
+        "config": {"batch": 100, "repeat": 1, "background_facts": 2000, "prefills": [0, 1000]},
+        "tables": {"single": rows},
+    }
+    lines = dedupe.without_graph_markdown(result).splitlines()
+    assert lines[2] == (
+        "| facts in namespace | method | facts/s, with the graph | facts/s, without it"
+        " | save_facts speed-up, with | without |"
+    )
+    assert lines[4:7] == [
+        f"| 0 | {dedupe.SAVE_FACTS} | 500 (500..500) | 2000 (2000..2000) |  |  |",
+        f"| 0 | {dedupe.SEARCH_INSERT} | 100 (100..100) | 100 (100..100) | 5.0 (5.0..5.0)"
+        " | 20.0 (20.0..20.0) |",
+        f"| 0 | {dedupe.INSERT_ALONE} | 1000 (1000..1000) | 4000 (4000..4000) | 0.5 (0.5..0.5)"
+        " | 0.5 (0.5..0.5) |",
+    ]
+    assert lines[7].startswith("| 1,000 | save_facts (1 call) |") and len(lines) == 10
+
+
+def test_the_storage_study_sets_each_content_length_on_one_line() -> None:
+    def row(storage: str, toasted: float, search: float, save: float) -> dict:
+        return {
+            "storage": storage,
+            "words": 40,
+            "content_chars": 222.4,
+            "row_bytes": 2083.0,
+            "toasted_share": toasted,
+            "search_ms": stat([search]),
+            "save_ms": stat([save]),
+        }
+
+    result = {
+        "config": {"rows": 2000, "repeat": 1},
+        "tables": {"storage": [row("EXTERNAL", 0.98, 7.5, 340.0), row("MAIN", 0.0, 2.5, 85.0)]},
+    }
+    lines = dedupe.storage_markdown(result).splitlines()
+    assert lines[4:] == [
+        "| 222 | 2,083 | 98% / 0% | 7.50 (7.50..7.50) | 2.50 (2.50..2.50) | 340.0 (340.0..340.0)"
+        f" | 85.0 (85.0..85.0) | 3.0{X} / 4.0{X} |"
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import threading
 import uuid
 
@@ -416,3 +417,35 @@ def test_source_and_model_are_kept_as_given(dims4, org):
     assert dims4.rows("SELECT embedding_model FROM memory.facts WHERE content = 'with model'") == [
         ("mini",)
     ]
+
+
+LONG = " ".join(f"the river floods the market square in spring, year {i}" for i in range(12))
+
+
+@pytest.mark.parametrize(("dimensions", "kind"), [(None, None), (384, "vector"), (768, "halfvec")])
+def test_an_embedding_stays_in_its_row_past_the_toast_threshold(service, org, dimensions, kind):
+    """With the type's default storage (EXTERNAL) a row past ~2 KB moves its vector
+    to the TOAST table, and every exact pass and distance then fetches it from there."""
+    if dimensions:
+        service.value("SELECT memory.configure_embeddings(%s, %s)", dimensions, kind)
+    width = dimensions or 1536
+    assert service.rows(
+        "SELECT attrelid::regclass::text, attstorage FROM pg_attribute"
+        " WHERE attrelid IN ('memory.facts'::regclass, 'memory.messages'::regclass)"
+        " AND attname = 'embedding' ORDER BY 1"
+    ) == [("memory.facts", "m"), ("memory.messages", "m")]
+    rng = random.Random(7)  # a real embedding's floats: nothing for compression to find
+    vector = [rng.gauss(0, 1) for _ in range(width)]
+    service.value("SELECT memory.save_fact(%s, %s, %s::real[], %s)", org, LONG, vector, OWNER)
+    service.value(
+        "SELECT memory.index_message(%s, %s, %s::real[])",
+        org,
+        {"id": "m1", "chat_id": "c1", "role": "user", "content": LONG, **OWNER},
+        vector,
+    )
+    assert len(LONG) > 600
+    inline = "pg_column_toast_chunk_id(embedding) IS NULL, pg_column_size(embedding)"
+    stored = service.rows(
+        f"SELECT {inline} FROM memory.facts UNION ALL SELECT {inline} FROM memory.messages"
+    )
+    assert stored == [(True, 8 + (2 if kind == "halfvec" else 4) * width)] * 2
