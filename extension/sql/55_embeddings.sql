@@ -150,7 +150,13 @@ BEGIN
         EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
                        t.table_name, vector_schema, kind, dimensions);
         -- A retype resets the column's storage to the type's (EXTERNAL); keep vectors in their rows.
-        EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding SET STORAGE MAIN', t.table_name);
+        -- Citus refuses SET STORAGE on a distributed table (feature_not_supported): there the
+        -- vectors keep the type's storage, as before, rather than the retype failing.
+        BEGIN
+            EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding SET STORAGE MAIN', t.table_name);
+        EXCEPTION WHEN feature_not_supported THEN
+            NULL;
+        END;
         -- Leases go too: vectors computed for the old dimension would be refused anyway.
         EXECUTE format('UPDATE memory.%I SET embedding_model = NULL, lease_until = NULL '
                        'WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL', t.table_name);

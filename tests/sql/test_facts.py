@@ -449,3 +449,40 @@ def test_an_embedding_stays_in_its_row_past_the_toast_threshold(service, org, di
         f"SELECT {inline} FROM memory.facts UNION ALL SELECT {inline} FROM memory.messages"
     )
     assert stored == [(True, 8 + (2 if kind == "halfvec" else 4) * width)] * 2
+
+
+def test_configure_embeddings_retypes_where_set_storage_is_refused(service, db):
+    """Citus refuses ALTER COLUMN SET STORAGE on a distributed table (feature_not_supported)
+    and propagates the retype. Here an event trigger refuses the same way every ALTER TABLE
+    but the one right after a DROP INDEX: each table's retype, not its SET STORAGE."""
+    db.execute(
+        """
+        CREATE FUNCTION public.refuse_set_storage() RETURNS event_trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF tg_tag = 'DROP INDEX' THEN
+                PERFORM set_config('test.retype_next', 'yes', false);
+            ELSIF current_setting('test.retype_next', true) = 'yes' THEN
+                PERFORM set_config('test.retype_next', 'no', false);
+            ELSE
+                RAISE EXCEPTION 'alter table command is currently unsupported'
+                    USING ERRCODE = 'feature_not_supported';
+            END IF;
+        END $$;
+        CREATE EVENT TRIGGER refuse_set_storage ON ddl_command_start
+            WHEN TAG IN ('ALTER TABLE', 'DROP INDEX') EXECUTE FUNCTION public.refuse_set_storage();
+        """
+    )
+    db.commit()
+    assert service.value("SELECT memory.configure_embeddings(8)") == {
+        "dimensions": 8,
+        "type": "vector",
+    }
+    assert service.rows(
+        "SELECT attrelid::regclass::text, format_type(atttypid, atttypmod), attstorage"
+        " FROM pg_attribute WHERE attname = 'embedding'"
+        " AND attrelid IN ('memory.facts'::regclass, 'memory.messages'::regclass) ORDER BY 1"
+    ) == [("memory.facts", "vector(8)", "e"), ("memory.messages", "vector(8)", "e")]
+    assert service.rows(
+        "SELECT indexrelid::regclass::text FROM pg_index"
+        " WHERE right(indexrelid::regclass::text, 14) = '_embedding_idx' ORDER BY 1"
+    ) == [("memory.facts_embedding_idx",), ("memory.messages_embedding_idx",)]
