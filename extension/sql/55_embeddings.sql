@@ -118,6 +118,34 @@ EXCEPTION WHEN numeric_value_out_of_range THEN
 END
 $$;
 
+-- Keeps every embedding column's vectors in their rows (storage MAIN). With the
+-- vector type's own storage (EXTERNAL) PostgreSQL moves a vector to the TOAST
+-- table once its row passes ~2 KB (384 dimensions and ~200 characters of
+-- content), and every exact pass and distance then fetches it from there:
+-- save_facts 4.4 times slower (bench/dedupe.py --storage). MAIN moves the
+-- content out first. Run by every install and upgrade (below) and after a
+-- retype. Citus refuses SET STORAGE on a distributed table
+-- (feature_not_supported): its vectors keep the type's storage rather than
+-- the install, upgrade or retype failing.
+CREATE OR REPLACE FUNCTION memory._keep_vectors_inline() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        BEGIN
+            EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding SET STORAGE MAIN', t.table_name);
+        EXCEPTION WHEN feature_not_supported THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$$;
+
+SELECT memory._keep_vectors_inline();
+
 -- Changes the embedding type and dimension (service only): the columns of
 -- facts and messages are retyped, every embedding becomes pending and the
 -- HNSW indexes are rebuilt.
@@ -149,14 +177,6 @@ BEGIN
         EXECUTE format('DROP INDEX memory.%I', t.table_name || '_embedding_idx');
         EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding TYPE %I.%I(%s) USING NULL',
                        t.table_name, vector_schema, kind, dimensions);
-        -- A retype resets the column's storage to the type's (EXTERNAL); keep vectors in their rows.
-        -- Citus refuses SET STORAGE on a distributed table (feature_not_supported): there the
-        -- vectors keep the type's storage, as before, rather than the retype failing.
-        BEGIN
-            EXECUTE format('ALTER TABLE memory.%I ALTER COLUMN embedding SET STORAGE MAIN', t.table_name);
-        EXCEPTION WHEN feature_not_supported THEN
-            NULL;
-        END;
         -- Leases go too: vectors computed for the old dimension would be refused anyway.
         EXECUTE format('UPDATE memory.%I SET embedding_model = NULL, lease_until = NULL '
                        'WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL', t.table_name);
@@ -164,6 +184,7 @@ BEGIN
                        t.table_name || '_embedding_idx', t.table_name, vector_schema, kind || '_cosine_ops')
              || coalesce(' WHERE ' || t.live, '');
     END LOOP;
+    PERFORM memory._keep_vectors_inline();  -- a retype resets the columns' storage to the type's
     RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);
 END
 $$;

@@ -74,7 +74,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT md5(lower(regexp_replace(btrim(content), '\s+', ' ', 'g'))) $$;
 
 -- Archival memory: facts with an embedding (null = pending) and a tsvector.
--- The embedding column's type and dimension follow memory.configure_embeddings.
+-- The embedding column's type and dimension follow memory.configure_embeddings;
+-- its storage is memory._keep_vectors_inline's.
 CREATE TABLE memory.facts (
     organization_id uuid NOT NULL,
     id uuid NOT NULL DEFAULT gen_random_uuid(),
@@ -112,12 +113,6 @@ CREATE INDEX facts_search_idx ON memory.facts USING gin ((ARRAY[namespace_id]), 
     WHERE forgotten_at IS NULL;
 CREATE INDEX facts_pending_idx ON memory.facts (created_at)
     WHERE embedding IS NULL AND forgotten_at IS NULL;
--- The vector stays in its row: pgvector's default (EXTERNAL) moves it to the
--- TOAST table once a row passes ~2 KB (a 384-dimension vector and ~200
--- characters of content), and every exact pass and distance then fetches it
--- from there: save_facts 4.4 times slower (bench/dedupe.py --storage). MAIN
--- moves the content out first. configure_embeddings sets it again after a retype.
-ALTER TABLE memory.facts ALTER COLUMN embedding SET STORAGE MAIN;
 ALTER TABLE memory.facts ENABLE ROW LEVEL SECURITY;
 SELECT pg_catalog.pg_extension_config_dump('memory.facts', '');
 
@@ -152,7 +147,6 @@ CREATE INDEX messages_embedding_idx ON memory.messages
     USING hnsw (embedding @extschema:vector@.vector_cosine_ops);
 CREATE INDEX messages_search_idx ON memory.messages USING gin ((ARRAY[namespace_id]), search_text);
 CREATE INDEX messages_pending_idx ON memory.messages (created_at) WHERE embedding IS NULL;
-ALTER TABLE memory.messages ALTER COLUMN embedding SET STORAGE MAIN;
 ALTER TABLE memory.messages ENABLE ROW LEVEL SECURITY;
 SELECT pg_catalog.pg_extension_config_dump('memory.messages', '');
 

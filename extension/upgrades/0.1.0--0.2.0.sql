@@ -69,11 +69,6 @@ CREATE TABLE memory.namespace_lexemes (
 );
 ALTER TABLE memory.namespace_lexemes ENABLE ROW LEVEL SECURITY;
 
--- Vectors stay in their rows (state/00_tables.sql). Rows written before keep
--- theirs where they are until rewritten (docs/operations.md).
-ALTER TABLE memory.facts ALTER COLUMN embedding SET STORAGE MAIN;
-ALTER TABLE memory.messages ALTER COLUMN embedding SET STORAGE MAIN;
-
 -- memory._nearest takes the search depth of a namespace's own index (ef_search).
 DROP FUNCTION memory._nearest(text, uuid, uuid[], text, @extschema:vector@.vector, int, boolean, tstzrange);
 -- memory._text_ranked takes the query text (a namespace with its own index ranks its rarer lexemes).

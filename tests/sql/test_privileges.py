@@ -57,6 +57,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         "memory._count_lexemes(text,uuid,uuid,bigint)",
         "memory._create_namespace_index(text,uuid,uuid)",
         "memory._drop_namespace_indexes()",
+        "memory._keep_vectors_inline()",
         "memory._measure_namespace_index(text,uuid,uuid,bigint)",
         "memory._rederive_search_text()",
         "memory.configure_embeddings(integer,text)",
