@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict
 
+import numpy as np
 import psycopg
 
 from pgmemory import server as embedded
@@ -121,6 +122,12 @@ def save_study(result: Result, out: Path, text: str) -> None:
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     out.with_suffix(".md").write_text(text + "\n")
     print("\n" + text + f"\nwrote {_shown(out)}.json and .md")
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dimensions: int = DIMENSIONS) -> np.ndarray:
+    """n random unit vectors (float32): the benches' stand-in embeddings."""
+    v = rng.standard_normal((n, dimensions)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 # ------------------------------------------------------------------------- statistics

@@ -36,6 +36,7 @@ from bench._common import (
     stat,
     table,
     timed,
+    unit_vectors,
 )
 
 from pgmemory import calls
@@ -84,11 +85,6 @@ DERIVED = (
     "SELECT content, content_hash, text_key, search_text::text, embedding::text, embedding_model,"
     " source, version, forgotten_at, superseded_by FROM memory.facts WHERE namespace_id = %s"
 )
-
-
-def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, DIMENSIONS)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 def as_list(v: np.ndarray) -> list[float]:

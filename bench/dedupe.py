@@ -41,6 +41,7 @@ from bench._common import (
     stat,
     table,
     timed,
+    unit_vectors,
 )
 
 from pgmemory import calls
@@ -133,8 +134,7 @@ class Namespaces:
                 {"org": ORG, "o": owner},
             ).fetchone()[0]
             if prefill:
-                vecs = self.rng.standard_normal((prefill, 384)).astype(np.float32)
-                vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+                vecs = unit_vectors(self.rng, prefill)
                 copy_sql = "COPY memory.facts (organization_id, namespace_id, content, embedding) FROM STDIN"
                 with conn.cursor() as cur, cur.copy(copy_sql) as copy:
                     for i, v in enumerate(vecs):
@@ -436,11 +436,6 @@ def _sentence(i: int, words: int) -> str:
     return f"fact {i}: " + " ".join(np.random.default_rng(i).choice(VOCABULARY, words))
 
 
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, 384)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
 def _storage_row(dsn: str, storage: str, words: int, repeat: int) -> Row:
     rng = np.random.default_rng(words)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -450,7 +445,7 @@ def _storage_row(dsn: str, storage: str, words: int, repeat: int) -> Row:
             "COPY memory.facts (organization_id, namespace_id, content, embedding) FROM STDIN"
         )
         with conn.cursor() as cur, cur.copy(copy_sql) as copy:
-            for i, v in enumerate(_unit(rng, STORAGE_ROWS)):
+            for i, v in enumerate(unit_vectors(rng, STORAGE_ROWS)):
                 vector = "[" + ",".join(f"{x:.6g}" for x in v) + "]"
                 copy.write_row((ORG, ns["id"], _sentence(i, words), vector))
         conn.execute("VACUUM ANALYZE memory.facts")
@@ -458,12 +453,14 @@ def _storage_row(dsn: str, storage: str, words: int, repeat: int) -> Row:
             "SELECT avg(length(content)), avg(pg_column_size(f.*)),"
             " avg((pg_column_toast_chunk_id(embedding) IS NOT NULL)::int) FROM memory.facts f"
         ).fetchone()
-        query = _unit(rng, 1)[0].tolist()
+        query = unit_vectors(rng, 1)[0].tolist()
         search = (
             "SELECT count(*) FROM memory.search_facts(%s, '', %s::real[], %s::jsonb, 10,"
             " '{\"text_weight\": 0}')"
         )
-        batch = [(_sentence(10**6 + i, words), v.tolist()) for i, v in enumerate(_unit(rng, 100))]
+        batch = [
+            (_sentence(10**6 + i, words), v.tolist()) for i, v in enumerate(unit_vectors(rng, 100))
+        ]
 
         def saved() -> None:
             with conn.transaction(force_rollback=True):
