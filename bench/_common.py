@@ -130,6 +130,28 @@ def unit_vectors(rng: np.random.Generator, n: int, dimensions: int = DIMENSIONS)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def join_large_namespaces(conn: psycopg.Connection, staged: str) -> None:
+    """Before a COPY-style fill from `staged` (owner, ...): marks each user namespace with
+    more than exact_search_max_rows staged rows as joined to the shared HNSW index, as
+    save_facts would have once it passed the line, so that a trigger puts its facts into
+    the index as they are inserted (docs/archival.md, "Search")."""
+    conn.execute(
+        "INSERT INTO memory.shared_index_namespaces (organization_id, namespace_id) "
+        f"SELECT %(org)s, memory._namespace_id(%(org)s, 'user', owner, NULL) FROM {staged} "
+        "GROUP BY owner HAVING count(*) > memory._setting_int('exact_search_max_rows')",
+        {"org": ORG},
+    )
+
+
+def join_if_past_line(conn: psycopg.Connection, namespace_id: str, rows: int) -> None:
+    """Before a COPY of `rows` facts into one namespace of ORG: joins it to the shared
+    HNSW index if they take it past exact_search_max_rows (as join_large_namespaces)."""
+    conn.execute(
+        "SELECT memory._join_shared_index(%s, %s) WHERE %s > memory._setting_int('exact_search_max_rows')",
+        (ORG, namespace_id, rows),
+    )
+
+
 # ------------------------------------------------------------------------- statistics
 
 

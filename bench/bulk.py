@@ -25,6 +25,7 @@ from bench._common import (
     create_database,
     embedded_server,
     index,
+    join_large_namespaces,
     new_result,
     options,
     save,
@@ -156,6 +157,7 @@ def fill(conn: psycopg.Connection, corpus: Corpus) -> dict[str, float]:
         "FROM (SELECT DISTINCT owner AS o FROM bench_staging) s",
         {"org": ORG},
     )
+    join_large_namespaces(conn, "bench_staging")
     conn.execute(
         "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding, embedding_model)"
         " SELECT %(org)s, memory._namespace_id(%(org)s, 'user', owner, NULL), content, embedding,"
@@ -201,9 +203,9 @@ def costs(conn: psycopg.Connection, texts: list[str], vectors: list) -> dict[str
             if drop:
                 conn.execute("DROP INDEX memory.facts_embedding_idx")
             t0 = time.perf_counter()
-            conn.execute(
-                "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding)"
-                " SELECT %s, %s, content, embedding FROM bench_rows",
+            conn.execute(  # flagged: into the shared index, as a joined namespace's facts go
+                "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding,"
+                " in_shared_index) SELECT %s, %s, content, embedding, true FROM bench_rows",
                 (ORG, nsid),
             )
             out[key] = (time.perf_counter() - t0) * 1000 / len(texts)

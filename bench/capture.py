@@ -25,6 +25,7 @@ from bench._common import (
     error_bars,
     function_stats,
     index,
+    join_if_past_line,
     medians,
     new_result,
     options,
@@ -109,6 +110,7 @@ def prefill(conn: psycopg.Connection, owner: str, contents: list[str], vecs: np.
     """A user namespace holding `contents` with `vecs` (COPY: the derived columns come
     from the table's generated columns and trigger, as for save_facts); content -> id."""
     nsid = namespace(conn, owner)
+    join_if_past_line(conn, nsid, len(contents))
     copy_sql = (
         "COPY memory.facts (organization_id, namespace_id, content, embedding, embedding_model)"
         " FROM STDIN"

@@ -27,6 +27,7 @@ from bench._common import (
     fill,
     grouped_bars,
     index,
+    join_if_past_line,
     locomo_turns,
     log_scale,
     medians,
@@ -49,14 +50,14 @@ from pgmemory import calls
 SECTION = """\
 ## Saving with dedupe (bench/dedupe.py)
 
-{batch} LoCoMo turns with their LocalEmbedder vectors per measurement, default threshold {threshold}, each measurement into a fresh namespace (saving the same facts twice would only find duplicates), optionally pre-filled with random unit vectors by COPY: 1,000 facts (under `exact_search_max_rows`, 2,000: a single search ranks them exactly) or 5,000 (over it: a single search walks the HNSW index, while a batch of 100 is still checked exactly, up to 10 times the setting); the table also holds another tenant's {background_facts:,} facts and is ANALYZEd before the measurements.
+{batch} LoCoMo turns with their LocalEmbedder vectors per measurement, default threshold {threshold}, each measurement into a fresh namespace (saving the same facts twice would only find duplicates), optionally pre-filled with random unit vectors by COPY: 1,000 facts (under `exact_search_max_rows`, 2,000: a single search ranks them exactly, and the namespace's facts stay out of the shared HNSW index) or 5,000 (over it: the namespace has joined the shared index, as save_facts would have joined it at 2,001, and a single search walks it, while a batch of 100 is still checked exactly, up to 10 times the setting); the table also holds another tenant's {background_facts:,} facts and is ANALYZEd before the measurements.
 
 Methods, each on the same 100 facts in a round (their order rotating between rounds):
 
 - **save_facts**: one call of `memory.save_facts` with the 100 facts as the Python client makes it (the vectors bound as one binary `real[]`): the lookups by normalized text, one pass over the namespace comparing each live fact with the 100 vectors, one insert — all inside one function call, one transaction, under the namespace's lock;
 - **search top-1, then INSERT** — the client-side loop of the target: per fact `memory.search_facts(…, k => 1, options => {{"text_weight": 0}})`, then, when the nearest fact is below the threshold, a plain `INSERT` of the row as save_facts stores it (200 round trips, each call its own transaction as the pgmemory client runs them; two concurrent writers can both insert the same fact);
 - **save_fact loop**: 100 calls of `memory.save_fact` (the check runs in each);
-- **plain SQL top-1, then INSERT**: the loop on a bare pgvector table: `WHERE namespace_id = $1 AND forgotten_at IS NULL ORDER BY embedding <=> $2 LIMIT 1` with pgvector's defaults, then the same INSERT;
+- **plain SQL top-1, then INSERT**: the loop a developer writes: `WHERE namespace_id = $1 AND forgotten_at IS NULL ORDER BY embedding <=> $2 LIMIT 1` with pgvector's defaults, then the same INSERT (on this table the namespace btree and a sort serve it: the shared HNSW index holds only the facts of namespaces past `exact_search_max_rows`, and its predicate is not in the query);
 - *the INSERT alone* (not a way to save with dedupe, the floor under every method): one `INSERT … SELECT` of the 100 rows, their vectors bound as save_facts' are and turned into vectors by the same server function, with no dedupe check — what storing the rows costs (the heap, the HNSW, GIN and btree entries, the trigger that derives the text search column).
 
 facts/s: median of {repeat} (min..max). Speed-up: save_facts' rate over the method's, per round (the same facts), then the median (min..max) of the rounds.
@@ -134,6 +135,7 @@ class Namespaces:
                 {"org": ORG, "o": owner},
             ).fetchone()[0]
             if prefill:
+                join_if_past_line(conn, nsid, prefill)
                 vecs = unit_vectors(self.rng, prefill)
                 copy_sql = "COPY memory.facts (organization_id, namespace_id, content, embedding) FROM STDIN"
                 with conn.cursor() as cur, cur.copy(copy_sql) as copy:

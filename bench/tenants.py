@@ -28,6 +28,7 @@ from bench._common import (
     create_database,
     embedded_server,
     fill,
+    join_large_namespaces,
     new_result,
     options,
     percentile,
@@ -48,7 +49,7 @@ from pgvector.psycopg import register_vector
 SECTION = """\
 ## Huge tenants at the speed of their own index (bench/tenants.py)
 
-{facts:,} facts in one `memory.facts` table: three tenants of 20%, 10% and 5% of it ({heads}), the rest over {users:,} users by Zipf's law (vectors and texts as in bench/search.py: clustered on shared topics, so most of a query's nearest neighbours in the whole table are other users'). Likewise {messages:,} messages in `memory.messages`, one user holding {heavy:,} of them (5%) in chats of 50. Searches run as the user (claims set, `ns` `{{}}`: the user's namespace and the organization's), k = 10, the query vector bound in binary as a `real[]`, as the Python client binds it; vector-only is `{{"text_weight": 0}}` with an empty query text, text-only has no query vector; `recall_context` is `{{"facts": 0, "messages": 10}}`.
+{facts:,} facts in one `memory.facts` table: three tenants of 20%, 10% and 5% of it ({heads}), the rest over {users:,} users by Zipf's law (vectors and texts as in bench/search.py: clustered on shared topics, so most of a query's nearest neighbours in the whole table are other users'). Likewise {messages:,} messages in `memory.messages`, one user holding {heavy:,} of them (5%) in chats of 50. Searches run as the user (claims set, `ns` `{{}}`: the user's own namespace), k = 10, the query vector bound in binary as a `real[]`, as the Python client binds it; vector-only is `{{"text_weight": 0}}` with an empty query text, text-only has no query vector; `recall_context` is `{{"facts": 0, "messages": 10}}`.
 
 *Reference* is the physical one: the same tenant's rows alone in a table of their own with their own HNSW index (m 16, ef_construction 64), queried with `ORDER BY embedding <=> q LIMIT 10` at the smallest `ef_search` of {ladder} that reaches recall@10 ≥ 0.97 against the exact scan. *Shared index* is before `memory.maintain()` (every namespace on the table's one HNSW graph); *own index* after it (`namespace_index_min_rows` {min_rows:,}: it built {own_indexes} in {maintain_s:.0f} s). Latency: median over {rounds} rounds of each round's p50 (min..max of rounds), {queries} queries per group per round; recall@10 against the exact scan of the namespace.
 
@@ -60,7 +61,7 @@ Reproduce: `.venv/bin/python -m bench.tenants{quick}` (`--keep --profile-only`: 
 PROFILE_TEXT = """
 ### Where the time goes
 
-After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's namespace and the organization's), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike.
+After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's own namespace), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike.
 
 {table}
 
@@ -130,6 +131,7 @@ def load(conn: psycopg.Connection, facts: Corpus, messages: Corpus) -> dict[str,
     )
     t0 = time.perf_counter()
     _copy(conn, facts)
+    join_large_namespaces(conn, "staged")
     conn.execute(
         "INSERT INTO memory.facts (organization_id, namespace_id, content, embedding, embedding_model)"
         " SELECT %(org)s, memory._namespace_id(%(org)s, 'user', owner, NULL), content, embedding,"

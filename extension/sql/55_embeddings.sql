@@ -182,7 +182,8 @@ BEGIN
                        'WHERE embedding_model IS NOT NULL OR lease_until IS NOT NULL', t.table_name);
         EXECUTE format('CREATE INDEX %I ON memory.%I USING hnsw (embedding %I.%I)',
                        t.table_name || '_embedding_idx', t.table_name, vector_schema, kind || '_cosine_ops')
-             || coalesce(' WHERE ' || t.live, '');
+             || coalesce(' WHERE ' || t.live, '')
+             || CASE WHEN t.kind = 'fact' THEN ' AND in_shared_index' ELSE '' END;  -- as facts_embedding_idx
     END LOOP;
     PERFORM memory._keep_vectors_inline();  -- a retype resets the columns' storage to the type's
     RETURN jsonb_build_object('dimensions', dimensions, 'type', kind);

@@ -34,6 +34,25 @@ CREATE OR REPLACE TRIGGER facts_search_text BEFORE INSERT OR UPDATE OF content O
 CREATE OR REPLACE TRIGGER messages_search_text BEFORE INSERT OR UPDATE OF content ON memory.messages
     FOR EACH ROW EXECUTE FUNCTION memory._derive_search_text();
 
+-- A fact enters the shared HNSW index when its namespace has joined it
+-- (memory._join_shared_index). One that arrives true stays true (a restored
+-- dump's): the flag only decides which pass a search finds the row in, never
+-- whether it finds it (memory._nearest_in).
+CREATE OR REPLACE FUNCTION memory._derive_in_shared_index() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.in_shared_index := NEW.in_shared_index OR EXISTS (
+        SELECT FROM memory.shared_index_namespaces s
+        WHERE s.organization_id = NEW.organization_id AND s.namespace_id = NEW.namespace_id);
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER facts_in_shared_index BEFORE INSERT ON memory.facts
+    FOR EACH ROW EXECUTE FUNCTION memory._derive_in_shared_index();
+
 -- After text_search_config changes, every stored tsvector follows it.
 CREATE OR REPLACE FUNCTION memory._rederive_search_text() RETURNS void
 LANGUAGE plpgsql
@@ -116,6 +135,7 @@ DECLARE
     key_ids uuid[];    -- by first_of: the fact of this batch saved with that text
     saved_ids uuid[];  -- by ordinal: the new id of each fact saved
     exact_rows int;    -- at most 10 x 100,000,000: fits
+    live_before int;   -- the namespace's live facts before the batch, counted up to exact_rows + 1
     exact boolean;
     near_ids uuid[];   -- small namespace, by ordinal: the nearest live fact before the batch, when a duplicate
     near_sims float8[];
@@ -174,7 +194,8 @@ BEGIN
     -- exact_search_max_rows (100 facts against 5,000: 1.3 ms a fact, against 14 ms
     -- through the index; bench/dedupe.py).
     exact_rows := memory._setting_int('exact_search_max_rows') * least(n_facts, 10);
-    exact := memory._rows_upto('fact', org, ARRAY[target.id], NULL, exact_rows) <= exact_rows;
+    live_before := memory._rows_upto('fact', org, ARRAY[target.id], NULL, exact_rows);
+    exact := live_before <= exact_rows;
     IF exact THEN
         -- Every vector's nearest fact: each row of the namespace read once and
         -- compared with the batch's vectors in memory. (A CTE of the rows scanned
@@ -245,6 +266,12 @@ BEGIN
     JOIN jsonb_array_elements(facts) WITH ORDINALITY f(value, n) ON f.n = s.n
     WHERE s.id IS NOT NULL
     ORDER BY s.n;
+    -- Past the line the namespace's searches walk the shared index: its facts go in.
+    IF live_before + cardinality(array_remove(saved_ids, NULL)) > memory._setting_int('exact_search_max_rows')
+       AND NOT EXISTS (SELECT FROM memory.shared_index_namespaces s
+                       WHERE s.organization_id = org AND s.namespace_id = target.id) THEN
+        PERFORM memory._join_shared_index(org, target.id);
+    END IF;
 END
 $$;
 

@@ -280,8 +280,30 @@ AS $$
     WHERE r.rarity = 1 OR r.rows_through <= budget
 $$;
 
--- Creates the own indexes namespaces have grown into and drops those they
--- have shrunk out of (service only). A namespace gets one at
+-- Puts a namespace's facts into the shared HNSW index for good: marks it, so
+-- that its new facts go in as they are saved (memory._derive_in_shared_index),
+-- and moves in its live facts still outside, a concurrent writer's too when
+-- memory.maintain() calls it again. Returns how many it moved.
+CREATE OR REPLACE FUNCTION memory._join_shared_index(org uuid, namespace_id uuid) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    moved bigint;
+BEGIN
+    INSERT INTO memory.shared_index_namespaces (organization_id, namespace_id)
+    VALUES (org, _join_shared_index.namespace_id) ON CONFLICT DO NOTHING;
+    UPDATE memory.facts f SET in_shared_index = true
+    WHERE f.organization_id = org AND f.namespace_id = _join_shared_index.namespace_id
+      AND f.forgotten_at IS NULL AND NOT f.in_shared_index;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    RETURN moved;
+END
+$$;
+
+-- Moves the facts of namespaces past exact_search_max_rows into the shared
+-- index, creates the own indexes namespaces have grown into and drops those
+-- they have shrunk out of (service only). A namespace gets one at
 -- namespace_index_min_rows live rows and keeps it down to half of that, so
 -- one at the line is not rebuilt back and forth; 0 drops them all.
 -- Idempotent, one maintainer at a time; returns what it changed.
@@ -299,6 +321,23 @@ DECLARE
 BEGIN
     PERFORM memory._require_service();
     PERFORM pg_advisory_xact_lock(hashtextextended('memory.maintain', 0));
+    -- Facts outside the shared index that a search of their namespace walks it for.
+    FOR x IN SELECT f.organization_id AS org, f.namespace_id AS ns, count(*) AS n FROM memory.facts f
+             WHERE f.forgotten_at IS NULL
+               AND NOT EXISTS (SELECT FROM memory.shared_index_namespaces s
+                               WHERE s.organization_id = f.organization_id AND s.namespace_id = f.namespace_id)
+             GROUP BY 1, 2 HAVING count(*) > memory._setting_int('exact_search_max_rows') ORDER BY 1, 2 LOOP
+        PERFORM memory._join_shared_index(x.org, x.ns);
+        action := 'joined'; kind := 'fact'; organization_id := x.org; namespace_id := x.ns; live_rows := x.n;
+        index_name := 'facts_embedding_idx';
+        RETURN NEXT;
+    END LOOP;
+    FOR x IN SELECT DISTINCT f.organization_id AS org, f.namespace_id AS ns
+             FROM memory.facts f JOIN memory.shared_index_namespaces s
+               ON s.organization_id = f.organization_id AND s.namespace_id = f.namespace_id
+             WHERE f.forgotten_at IS NULL AND NOT f.in_shared_index LOOP
+        PERFORM memory._join_shared_index(x.org, x.ns);  -- saved outside while the namespace joined
+    END LOOP;
     FOR t IN SELECT * FROM memory._memory_tables() LOOP
         kind := t.kind;
         EXECUTE format('SELECT coalesce(jsonb_object_agg(s.organization_id || ''/'' || s.namespace_id, s.n), ''{}'') '

@@ -212,6 +212,27 @@ BEGIN
 END
 $$;
 
+-- The k nearest live facts of `namespace_ids` outside the shared index, by an
+-- exact scan of facts_unshared_idx (as memory._nearest_exact): the facts of
+-- namespaces that have not joined it, which a search through it adds.
+CREATE OR REPLACE FUNCTION memory._nearest_unshared(org uuid, namespace_ids uuid[],
+                                         query @extschema:vector@.vector, k int, created tstzrange)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query) + 0 AS d FROM memory.facts f
+    WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids)
+      AND f.forgotten_at IS NULL AND NOT f.in_shared_index AND f.embedding IS NOT NULL
+      AND (created IS NULL OR f.created_at <@ created)
+    ORDER BY 2, f.id LIMIT k;
+END
+$$;
+
 -- The k nearest rows of one namespace through its own index
 -- (memory._create_namespace_index), which indexes COALESCE(embedding,
 -- embedding): ordering by that expression is what only that index can serve.
@@ -270,13 +291,19 @@ BEGIN
         RETURN QUERY SELECT n.id, n.distance
                      FROM memory._nearest_exact(kind, org, namespace_ids, exclude_chat, query, k, created) n;
     ELSIF kind = 'fact' THEN
+        -- The shared index holds the facts of the namespaces that joined it; the
+        -- others' (and any saved while theirs joined) are ranked exactly beside it.
         RETURN QUERY
         SELECT c.id, c.d FROM (
-            SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
-            WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL
-              AND (created IS NULL OR f.created_at <@ created)
-            ORDER BY f.embedding OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
-        ORDER BY c.d, c.id;
+            SELECT g.id, g.d FROM (
+                SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
+                WHERE f.organization_id = org AND f.namespace_id = ANY (namespace_ids) AND f.forgotten_at IS NULL
+                  AND f.in_shared_index AND (created IS NULL OR f.created_at <@ created)
+                ORDER BY f.embedding OPERATOR(@extschema:vector@.<=>) query LIMIT k) g
+            UNION ALL
+            SELECT u.id, u.distance FROM memory._nearest_unshared(org, namespace_ids, query, k, created) u) c
+        ORDER BY c.d, c.id
+        LIMIT k;
     ELSE
         RETURN QUERY
         SELECT c.id, c.d FROM (

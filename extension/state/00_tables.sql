@@ -95,6 +95,8 @@ CREATE TABLE memory.facts (
     updated_at timestamptz NOT NULL DEFAULT now(),
     forgotten_at timestamptz,
     superseded_by uuid,
+    -- in the shared HNSW index: memory._derive_in_shared_index
+    in_shared_index boolean NOT NULL DEFAULT false,
     PRIMARY KEY (organization_id, id),
     FOREIGN KEY (organization_id, namespace_id)
         REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
@@ -105,8 +107,13 @@ CREATE INDEX facts_live_idx ON memory.facts (organization_id, namespace_id, text
 -- imports into another organization as it is. This one serves the embedding
 -- pipeline, which is handed ids across organizations.
 CREATE INDEX facts_id_idx ON memory.facts (id);
+-- Only the facts of namespaces past exact_search_max_rows: a smaller one is
+-- always ranked exactly, and each entry in the graph is most of a save's cost.
 CREATE INDEX facts_embedding_idx ON memory.facts
-    USING hnsw (embedding @extschema:vector@.vector_cosine_ops) WHERE forgotten_at IS NULL;
+    USING hnsw (embedding @extschema:vector@.vector_cosine_ops) WHERE forgotten_at IS NULL AND in_shared_index;
+-- The live facts outside that index, which a search through it ranks exactly.
+CREATE INDEX facts_unshared_idx ON memory.facts (organization_id, namespace_id)
+    WHERE forgotten_at IS NULL AND NOT in_shared_index;
 -- The namespace is a key of the text index (an array, since GIN has no uuid opclass
 -- without btree_gin): a search reads only its namespaces' postings (bench/search.py).
 CREATE INDEX facts_search_idx ON memory.facts USING gin ((ARRAY[namespace_id]), search_text)
@@ -234,3 +241,17 @@ CREATE TABLE memory.namespace_lexemes (
         REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
 );
 ALTER TABLE memory.namespace_lexemes ENABLE ROW LEVEL SECURITY;
+
+-- The namespaces whose facts go into the shared HNSW index (facts_embedding_idx):
+-- those that have held more than exact_search_max_rows live facts. A namespace
+-- joins when save_facts or memory.maintain() finds it past the line, and stays.
+CREATE TABLE memory.shared_index_namespaces (
+    organization_id uuid NOT NULL,
+    namespace_id uuid NOT NULL,
+    joined_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (organization_id, namespace_id),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+ALTER TABLE memory.shared_index_namespaces ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('memory.shared_index_namespaces', '');

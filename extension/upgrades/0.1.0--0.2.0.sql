@@ -76,3 +76,40 @@ DROP FUNCTION memory._text_ranked(text, uuid, uuid[], text, tsquery, int, tstzra
 
 -- memory.save_facts takes the facts' vectors as a trailing real[] (embeddings).
 DROP FUNCTION memory.save_facts(uuid, jsonb, jsonb, double precision);
+
+-- The shared HNSW index holds only the facts of namespaces past
+-- exact_search_max_rows. Every fact is in it today, so every fact starts in;
+-- the namespaces already past the line join (and the others' new facts stay out).
+CREATE TABLE memory.shared_index_namespaces (
+    organization_id uuid NOT NULL,
+    namespace_id uuid NOT NULL,
+    joined_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (organization_id, namespace_id),
+    FOREIGN KEY (organization_id, namespace_id)
+        REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
+);
+ALTER TABLE memory.shared_index_namespaces ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('memory.shared_index_namespaces', '');
+INSERT INTO memory.shared_index_namespaces (organization_id, namespace_id)
+SELECT f.organization_id, f.namespace_id FROM memory.facts f
+WHERE f.forgotten_at IS NULL
+GROUP BY 1, 2 HAVING count(*) > memory._setting_int('exact_search_max_rows');
+-- The index is dropped first and built once, after the column, with the new
+-- predicate and the configured type's operator class: the whole graph again,
+-- which takes a while on a large table.
+DO $$
+DECLARE
+    definition text := regexp_replace(pg_get_indexdef('memory.facts_embedding_idx'::regclass), ' WHERE .*$',
+                                      ' WHERE forgotten_at IS NULL AND in_shared_index');
+BEGIN
+    DROP INDEX memory.facts_embedding_idx;
+    -- A volatile default makes PostgreSQL write the value into every row now
+    -- (one rewrite of the table) rather than keep it as the column's missing
+    -- value, which a fresh install's table does not have.
+    ALTER TABLE memory.facts ADD COLUMN in_shared_index boolean NOT NULL DEFAULT (clock_timestamp() IS NOT NULL);
+    ALTER TABLE memory.facts ALTER COLUMN in_shared_index SET DEFAULT false;
+    EXECUTE definition;
+END
+$$;
+CREATE INDEX facts_unshared_idx ON memory.facts (organization_id, namespace_id)
+    WHERE forgotten_at IS NULL AND NOT in_shared_index;

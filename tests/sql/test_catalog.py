@@ -21,6 +21,7 @@ DISTRIBUTION = {
     "captures": "organization_id",
     "recall_replays": "organization_id",
     "namespace_lexemes": "organization_id",
+    "shared_index_namespaces": "organization_id",
     "documents": "scope_hash",  # the digest of scope_key
     "settings": None,
 }

@@ -71,6 +71,13 @@ def big(pg_server) -> Iterator[dict[str, Any]]:
             [u for u, _ in layout] + [ADMIN, STRANGER],
         ),
     )
+    shared_indexes = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pg_get_indexdef(i) FROM unnest(ARRAY['memory.facts_embedding_idx',"
+            " 'memory.messages_embedding_idx']::regclass[]) i"
+        ).fetchall()
+    ]
     conn.execute("DROP INDEX memory.facts_embedding_idx, memory.messages_embedding_idx")
     conn.execute(f"CREATE TEMP TABLE staged (owner uuid, content text, embedding vector({DIMS}))")
     with conn.cursor().copy("COPY staged FROM STDIN (FORMAT BINARY)") as copy:
@@ -103,17 +110,12 @@ def big(pg_server) -> Iterator[dict[str, Any]]:
         {"o": ORG},
     )
     conn.execute("SET maintenance_work_mem = '256MB'")
-    conn.execute(
-        "CREATE INDEX facts_embedding_idx ON memory.facts "
-        "USING hnsw (embedding vector_cosine_ops) WHERE forgotten_at IS NULL"
-    )
-    conn.execute(
-        "CREATE INDEX messages_embedding_idx ON memory.messages USING hnsw (embedding vector_cosine_ops)"
-    )
+    for definition in shared_indexes:
+        conn.execute(definition)
     conn.execute("ANALYZE memory.facts")
     conn.execute("ANALYZE memory.messages")
     created = conn.execute(
-        "SELECT action, kind, live_rows FROM memory.maintain() ORDER BY 2"
+        "SELECT action, kind, live_rows FROM memory.maintain() ORDER BY 2, 1, 3"
     ).fetchall()
     yield {"dsn": dsn, "conn": conn, "centers": centers, "created": created}
     conn.close()
@@ -174,7 +176,13 @@ def _exact_facts(conn, user: uuid.UUID, query: np.ndarray, k: int, org: uuid.UUI
 
 
 def test_maintain_built_the_large_namespace_its_own_indexes(big):
-    assert big["created"] == [("created", "fact", 6_000), ("created", "message", 4_000)]
+    # The medium and large users' facts also joined the shared index (past exact_search_max_rows).
+    assert big["created"] == [
+        ("created", "fact", 6_000),
+        *[("joined", "fact", 600)] * 10,
+        ("joined", "fact", 6_000),
+        ("created", "message", 4_000),
+    ]
     conn = big["conn"]
     names = [name for name, _ in _own_indexes(conn)]
     assert names == sorted([_index(conn, "fact", LARGE), _index(conn, "message", LARGE)])

@@ -109,6 +109,7 @@ def test_no_table_is_reachable_by_other_roles(db):
         "permissions",
         "recall_replays",
         "settings",
+        "shared_index_namespaces",
     ]
     for table in tables:
         row = db.execute(

@@ -56,7 +56,17 @@ def big_db(pg_server) -> Iterator[tuple[psycopg.Connection, np.ndarray]]:
                 "SELECT owner_id, id FROM memory.namespaces WHERE organization_id = %s", (ORG,)
             ).fetchall()
         )
+        shared_index = cur.execute(
+            "SELECT pg_get_indexdef('memory.facts_embedding_idx'::regclass)"
+        ).fetchone()[0]
         cur.execute("DROP INDEX memory.facts_embedding_idx")  # build once, after loading
+        # The large users have joined the shared index, as save_facts would have joined
+        # them past exact_search_max_rows: their facts go into it as they are inserted.
+        cur.execute(
+            "INSERT INTO memory.shared_index_namespaces (organization_id, namespace_id)"
+            " SELECT %s, id FROM memory.namespaces WHERE owner_id = ANY (%s::uuid[])",
+            (ORG, BIG_USERS),
+        )
         cur.execute(
             f"CREATE TEMP TABLE staged (namespace_id uuid, content text, embedding vector({DIMS}))"
         )
@@ -74,10 +84,7 @@ def big_db(pg_server) -> Iterator[tuple[psycopg.Connection, np.ndarray]]:
             (ORG,),
         )
         cur.execute("SET maintenance_work_mem = '1GB'")
-        cur.execute(
-            "CREATE INDEX facts_embedding_idx ON memory.facts "
-            "USING hnsw (embedding vector_cosine_ops) WHERE forgotten_at IS NULL"
-        )
+        cur.execute(shared_index)
         cur.execute("ANALYZE memory.facts")
     yield conn, centers
     conn.close()
@@ -122,6 +129,21 @@ def test_filtered_search_returns_k_with_high_recall(big_db, users, label):
         assert len(exact) == 10
         recalls.append(len(set(found) & set(exact)) / 10)
     assert np.mean(recalls) >= 0.95, (label, recalls)
+
+
+def test_a_large_namespace_is_searched_through_the_shared_index(big_db):
+    """The 20,000-fact users' facts are in the shared index and their searches walk
+    it; the small users' facts are not in it."""
+    conn, centers = big_db
+    assert conn.execute(
+        "SELECT n.owner_id = ANY (%s::uuid[]), f.in_shared_index, count(*) FROM memory.facts f"
+        " JOIN memory.namespaces n ON n.organization_id = f.organization_id AND n.id = f.namespace_id"
+        " GROUP BY 1, 2 ORDER BY 1, 2",
+        (BIG_USERS,),
+    ).fetchall() == [(False, False, 100_990), (True, True, 100_000)]
+    before = _index_tuples_read(conn, "memory.facts_embedding_idx")
+    assert len(_search(conn, BIG_USERS[0], centers[0])) == 10
+    assert _index_tuples_read(conn, "memory.facts_embedding_idx") > before
 
 
 def _index_tuples_read(conn: psycopg.Connection, index: str) -> int:

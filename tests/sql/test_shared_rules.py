@@ -78,5 +78,5 @@ def test_configure_embeddings_rebuilds_both_indexes_as_a_fresh_install_has_them(
     service.value("SELECT memory.configure_embeddings(8, 'halfvec')")
     assert indexes() == fresh
     assert [row[0] for row in fresh] == ["facts_embedding_idx", "messages_embedding_idx"]
-    assert "WHERE (forgotten_at IS NULL)" in fresh[0][1]
+    assert "WHERE ((forgotten_at IS NULL) AND in_shared_index)" in fresh[0][1]
     assert "WHERE" not in fresh[1][1]

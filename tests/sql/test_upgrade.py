@@ -40,6 +40,7 @@ when the upgrade script is right and fails when it forgets something.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import subprocess
@@ -543,6 +544,59 @@ def test_upgrade_script(pg_server, start: str, target: str, embeddings) -> None:
     assert not problems, "\n\n".join(problems)
 
 
+@pytest.mark.parametrize("embeddings", list(EMBEDDINGS.values()), ids=list(EMBEDDINGS))
+def test_the_upgrade_keeps_every_fact_in_the_shared_index(pg_server, embeddings) -> None:
+    """0.1.0 put every fact into the shared HNSW index: after the update all are still
+    in it and the namespaces past exact_search_max_rows have joined it, so their new
+    facts go in too, while a small namespace's new facts stay out."""
+    dims = embeddings[0] if embeddings else 1536
+    big, small = {"owner_id": str(USER)}, {"owner_id": str(READER)}
+    with database(pg_server) as dsn:
+        install(dsn, "0.1.0", embeddings)
+        execute(dsn, "SELECT memory.configure('exact_search_max_rows', '3')")
+        for ns, n in ((big, 5), (small, 2)):
+            for i in range(n):
+                execute(
+                    dsn,
+                    "SELECT memory.save_fact(%s, %s, %s::real[], %s)",
+                    ORG,
+                    f"fact {i} of {ns['owner_id']}",
+                    _vector(dims, 10 * n + i),
+                    json.dumps(ns),
+                )
+        definition = execute(dsn, "SELECT pg_get_indexdef('memory.facts_embedding_idx'::regclass)")
+        execute(dsn, f"ALTER EXTENSION {NAME} UPDATE")
+        assert execute(dsn, "SELECT in_shared_index, count(*) FROM memory.facts GROUP BY 1") == [
+            (True, 7)
+        ]
+        big_id = execute(dsn, "SELECT memory._namespace_id(%s, 'user', %s, NULL)", ORG, USER)[0][0]
+        assert execute(
+            dsn, "SELECT organization_id, namespace_id FROM memory.shared_index_namespaces"
+        ) == [(ORG, big_id)]
+        assert execute(dsn, "SELECT pg_get_indexdef('memory.facts_embedding_idx'::regclass)") == [
+            (
+                definition[0][0].replace(
+                    "WHERE (forgotten_at IS NULL)",
+                    "WHERE ((forgotten_at IS NULL) AND in_shared_index)",
+                ),
+            )
+        ]
+        for ns, i in ((big, 95), (small, 91)):  # not a duplicate of theirs, at 8 dimensions too
+            execute(
+                dsn,
+                "SELECT memory.save_fact(%s, %s, %s::real[], %s)",
+                ORG,
+                f"new fact of {ns['owner_id']}",
+                _vector(dims, i),
+                json.dumps(ns),
+            )
+        assert execute(
+            dsn,
+            "SELECT content, in_shared_index FROM memory.facts WHERE content LIKE 'new fact%%'"
+            " ORDER BY 1",
+        ) == [(f"new fact of {USER}", True), (f"new fact of {READER}", False)]
+
+
 # ---------------------------------------------------------------- the harness checks itself
 
 
@@ -620,7 +674,8 @@ SABOTAGE = {
     "config table": (
         "UPDATE pg_extension SET extconfig = extconfig[2:], extcondition = extcondition[2:]"
         " WHERE extname = 'memory'",
-        "'memory.namespaces ', 'memory.permissions ', 'memory.recall_replays ', 'memory.settings ']}",
+        "'memory.namespaces ', 'memory.permissions ', 'memory.recall_replays ', 'memory.settings ',"
+        " 'memory.shared_index_namespaces ']}",
     ),
     "check constraint": (
         "ALTER TABLE memory.files DROP CONSTRAINT files_version_check",
