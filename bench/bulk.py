@@ -50,11 +50,11 @@ facts/s: median of {repeat} rounds (min..max); speed-up: binary over JSON per ro
 
 {rates}
 
-Where the time goes: the JSON path parses every vector on the server (~{parse_ms:.2f} ms per fact, measured alone: `memory._embedding_json` over the same {batch:,} vectors); once that is gone, each saved fact's entry in the HNSW index dominates: inserting {batch:,} rows with their vectors into this table took {insert_hnsw_ms:.2f} ms per row with the HNSW index and {insert_plain_ms:.2f} ms without it (one `INSERT … SELECT`, rolled back). In the namespace of {big:,} facts the call's dedupe check compares each of its {batch:,} vectors with every live fact of the namespace, in one pass over the namespace (a batch of n is checked exactly while the namespace holds at most min(n, 10) {x} `exact_search_max_rows` live facts, 20,000 by default; above that each fact walks the HNSW index).
+Where the time goes: the JSON path parses every vector on the server (~{parse_ms:.2f} ms per fact, measured alone: `memory._embedding_json` over the same {batch:,} vectors); once that is gone, each saved fact's entry in the HNSW index dominates (a fresh namespace's facts stay out of the shared index up to `exact_search_max_rows`, 2,000; the third call takes it past the line and moves its first 2,000 in, so each of the 3,000 gets its entry all the same): inserting {batch:,} rows with their vectors into this table took {insert_hnsw_ms:.2f} ms per row into the HNSW index and {insert_plain_ms:.2f} ms without the index (one `INSERT … SELECT`, rolled back). In the namespace of {big:,} facts the call's dedupe check compares each of its {batch:,} vectors with every live fact of the namespace, in one pass over the namespace (a batch of n is checked exactly while the namespace holds at most min(n, 10) {x} `exact_search_max_rows` live facts, 20,000 by default; above that each fact walks the HNSW index).
 
 ### An initial load: the HNSW index during the load or after it
 
-{initial_facts:,} facts (of {initial_users} users, {batch:,} per user and call, binary) into an empty table, once with the HNSW index in place and once with it dropped first and built after the load (`CREATE INDEX` with `maintenance_work_mem` {mwm}); median of {repeat} rounds (min..max):
+{initial_facts:,} facts (of {initial_users} users, {batch:,} per user and call, binary; each user under `exact_search_max_rows`, so none of these facts enters the shared index) into an empty table, once with the HNSW index in place and once with it dropped first and built after the load (`CREATE INDEX` with `maintenance_work_mem` {mwm}); median of {repeat} rounds (min..max):
 
 {initial}
 
