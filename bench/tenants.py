@@ -28,6 +28,7 @@ from bench._common import (
     create_database,
     embedded_server,
     fill,
+    function_stats,
     join_large_namespaces,
     new_result,
     options,
@@ -61,7 +62,7 @@ Reproduce: `.venv/bin/python -m bench.tenants{quick}` (`--keep --profile-only`: 
 PROFILE_TEXT = """
 ### Where the time goes
 
-After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's own namespace), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike.
+After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's own namespace), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike. And for the tenants, the vector-only call on a session of its own with `track_functions = all` (3 calls per query, after a warm-up not counted): each layer's mean time per call from `pg_stat_user_functions` (the embedded server is built without `pg_stat_statements`; the function counters split the call the same way), in the lines below the table.
 
 {table}
 
@@ -434,6 +435,7 @@ def profile(
         row["rest_ms"] = row["call_ms"] - sum(row[f"{p}_ms"] for p in PIECES)
         if "tenant" in group:
             row.update(_explain_tenant(conn, kind, qs, ref_ef[group]))
+            row.update(_function_profile(conn.info.dsn, kind, qs))
         out.append(row)
     conn.execute("SELECT set_config('request.jwt.claims', '', false)")
     return out
@@ -487,6 +489,40 @@ def _explain_tenant(conn: psycopg.Connection, kind: str, qs: list[Query], ref_ef
     conn.execute("RESET hnsw.ef_search")
     conn.execute("RESET hnsw.iterative_scan")
     return row
+
+
+# The layers of a vector-only search, outermost first (pg_stat_user_functions).
+LAYERS = ("_rank", "_nearest", "_nearest_own", "_resolve")
+
+
+def _function_profile(dsn: str, kind: str, qs: list[Query]) -> Row:
+    """The vector-only call on a session of its own with track_functions = all, 3 calls
+    per query after a warm-up without it: the mean client time of a call and each layer's
+    mean total time per call from pg_stat_user_functions."""
+    entry = "search_facts" if kind == "fact" else "search_messages"
+    sql = SEARCHES[f"{entry} vector-only"][1]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.prepare_threshold = None
+        calls = []
+        for traced in (False, True):
+            if traced:  # the warm-up's calls were not counted: nothing is pending
+                conn.execute("SELECT pg_stat_reset()")
+                conn.execute("SET track_functions = 'all'")
+            for q in qs:
+                conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (q.claims,))
+                params = {"org": ORG, "q": q.vector.tolist()}
+                for _ in range(3):
+                    _, seconds = timed(lambda p=params: conn.execute(sql, p).fetchall())
+                    calls.append(1000 * seconds)
+    stats = {f: (n, total) for f, n, total, _ in function_stats(dsn, entry, 3 * len(qs))}
+    if entry not in stats:
+        raise AssertionError(f"no statistics of {entry} after its session ended")
+    n = stats[entry][0]
+    return {
+        "fn_client_ms": statistics.mean(calls[3 * len(qs) :]),
+        "fn_entry_ms": stats[entry][1] / n,
+        **{f"fn{f}_ms": stats[f][1] / n if f in stats else 0.0 for f in LAYERS},
+    }
 
 
 def _run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, float]:
@@ -987,6 +1023,8 @@ def _why_vector_missed(
             f" `ef_search`, the final join) add"
             f" {p['vector-only call_ms'] - p['own_plain_ms']:.2f} ms."
         )
+    if "fn_entry_ms" in p:
+        line += " " + _layers(method, p)
     if x["recall_at_10"] < 0.97 <= base["recall_at_10"]:
         line += (
             f" The recall misses: maintain chose `ef_search` {p['own_ef_search']} where it found"
@@ -1001,6 +1039,23 @@ def _why_vector_missed(
             " an HNSW index with m 16 and ef_construction 64 on this tenant's vectors."
         )
     return line
+
+
+def _layers(method: str, p: Row) -> str:
+    """The vector-only call's time by layer, from pg_stat_user_functions."""
+    entry = method.split()[0]
+    return (
+        f"By layer (`track_functions = all`, means per call): of the {p['fn_client_ms']:.2f} ms"
+        f" the client times, `{entry}` runs {p['fn_entry_ms']:.2f} ms on the server; within it"
+        f" the own index's query (`_nearest_own`) {p['fn_nearest_own_ms']:.2f} ms,"
+        f" `_nearest` around it {p['fn_nearest_ms'] - p['fn_nearest_own_ms']:.2f} ms (the own"
+        f" index's lookup and `ef_search`), `_rank` {p['fn_rank_ms'] - p['fn_nearest_ms']:.2f} ms"
+        f" (options, fusion), the namespace's resolution {p['fn_resolve_ms']:.2f} ms and"
+        f" the rest of `{entry}` (the final join of the hits with their rows)"
+        f" {p['fn_entry_ms'] - p['fn_rank_ms'] - p['fn_resolve_ms']:.2f} ms; outside it"
+        f" (the round trip, binding the vector, the outer query)"
+        f" {p['fn_client_ms'] - p['fn_entry_ms']:.2f} ms."
+    )
 
 
 def _why_hybrid_missed(kind: str, group: str, reference_ms: float, s: dict, p: Row) -> list[str]:

@@ -98,6 +98,60 @@ def test_a_missed_vector_only_target_names_the_scan_and_the_layers_above_it() ->
     assert line.startswith(f"5% tenant (facts), search_facts hybrid 2.17{X}: in the profile")
 
 
+def test_the_layers_of_a_vector_only_call_come_from_the_function_counters() -> None:
+    layers = {
+        "fn_client_ms": 12.0,
+        "fn_entry_ms": 10.5,
+        "fn_rank_ms": 9.9,
+        "fn_nearest_ms": 9.6,
+        "fn_nearest_own_ms": 9.4,
+        "fn_resolve_ms": 0.25,
+    }
+    assert tenants._layers("search_facts vector-only", layers) == (
+        "By layer (`track_functions = all`, means per call): of the 12.00 ms the client times,"
+        " `search_facts` runs 10.50 ms on the server; within it the own index's query"
+        " (`_nearest_own`) 9.40 ms, `_nearest` around it 0.20 ms (the own index's lookup and"
+        " `ef_search`), `_rank` 0.30 ms (options, fusion), the namespace's resolution 0.25 ms"
+        " and the rest of `search_facts` (the final join of the hits with their rows) 0.35 ms;"
+        " outside it (the round trip, binding the vector, the outer query) 1.50 ms."
+    )
+    reference = {"kind": "message", "group": "5% tenant", "chosen": True, "ef_search": 600}
+    searches = [
+        {
+            "phase": "own index",
+            "group": "5% tenant",
+            "method": "search_messages vector-only",
+            "recall_at_10": 0.98,
+        }
+        | _p50(9.0)
+    ]
+    result = {
+        "tables": {
+            "reference": [reference | {"recall_at_10": 0.97} | _p50(6.0)],
+            "searches": searches,
+        }
+    }
+    profiled = (
+        PROFILE
+        | layers
+        | {
+            "own_ef_search": 800,
+            "reference_ef_search": 600,
+            "own_ms": 8.0,
+            "reference_at_own_ms": 7.0,
+        }
+    )
+    [line] = tenants._why_missed(result, {("message", "5% tenant"): profiled})
+    assert line.endswith(
+        " By layer (`track_functions = all`, means per call): of the 12.00 ms the client times,"
+        " `search_messages` runs 10.50 ms on the server; within it the own index's query"
+        " (`_nearest_own`) 9.40 ms, `_nearest` around it 0.20 ms (the own index's lookup and"
+        " `ef_search`), `_rank` 0.30 ms (options, fusion), the namespace's resolution 0.25 ms"
+        " and the rest of `search_messages` (the final join of the hits with their rows) 0.35 ms;"
+        " outside it (the round trip, binding the vector, the outer query) 1.50 ms."
+    )
+
+
 def test_the_graphs_summary_names_the_first_ef_search_reaching_the_target() -> None:
     def step(m: int, ef: int, recall: float, ms: float) -> dict:
         return {
