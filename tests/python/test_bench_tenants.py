@@ -112,8 +112,9 @@ def test_the_layers_of_a_vector_only_call_come_from_the_function_counters() -> N
         " `search_facts` runs 10.50 ms on the server; within it the own index's query"
         " (`_nearest_own`) 9.40 ms, `_nearest` around it 0.20 ms (the own index's lookup and"
         " `ef_search`), `_rank` 0.30 ms (options, fusion), the namespace's resolution 0.25 ms"
-        " and the rest of `search_facts` (the final join of the hits with their rows) 0.35 ms;"
-        " outside it (the round trip, binding the vector, the outer query) 1.50 ms."
+        " and the rest of `search_facts` (the final join of the hits with their rows, the options'"
+        " and the vector's checks) 0.35 ms; outside it (the round trip, binding the vector,"
+        " the outer query) 1.50 ms."
     )
     reference = {"kind": "message", "group": "5% tenant", "chosen": True, "ef_search": 600}
     searches = [
@@ -147,8 +148,9 @@ def test_the_layers_of_a_vector_only_call_come_from_the_function_counters() -> N
         " `search_messages` runs 10.50 ms on the server; within it the own index's query"
         " (`_nearest_own`) 9.40 ms, `_nearest` around it 0.20 ms (the own index's lookup and"
         " `ef_search`), `_rank` 0.30 ms (options, fusion), the namespace's resolution 0.25 ms"
-        " and the rest of `search_messages` (the final join of the hits with their rows) 0.35 ms;"
-        " outside it (the round trip, binding the vector, the outer query) 1.50 ms."
+        " and the rest of `search_messages` (the final join of the hits with their rows, the options'"
+        " and the vector's checks) 0.35 ms; outside it (the round trip, binding the vector,"
+        " the outer query) 1.50 ms."
     )
 
 

@@ -91,10 +91,12 @@ def test_short_load_keeps_every_acknowledged_write(dsn: str) -> None:
             "UPDATE memory.documents SET content = %s WHERE path = %s",
             (json.dumps({"count": -1, "last": {}}), world.documents[0]),
         )
-        # ... an acknowledged fact gone (forgotten) and a near-duplicate of another slipped in.
+        # ... an acknowledged fact gone (forgotten) and a near-duplicate of another slipped in
+        # (live facts: forgetting one a capture already superseded would change nothing).
         facts = conn.execute(
             "SELECT id, namespace_id, embedding::text FROM memory.facts"
-            " WHERE organization_id = %s AND embedding IS NOT NULL ORDER BY id LIMIT 2",
+            " WHERE organization_id = %s AND embedding IS NOT NULL AND forgotten_at IS NULL"
+            " ORDER BY id LIMIT 2",
             (world.org,),
         ).fetchall()
         conn.execute("UPDATE memory.facts SET forgotten_at = now() WHERE id = %s", (facts[0][0],))
