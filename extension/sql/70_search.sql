@@ -278,12 +278,17 @@ SET search_path = pg_catalog, pg_temp
 SET hnsw.iterative_scan = 'off'  -- the caller's value comes back on return
 AS $$
 DECLARE
+    caller_ef text := current_setting('hnsw.ef_search');
     ids uuid[];
     distances float8[];
 BEGIN
+    -- Without the iterative scan a scan returns at most ef_search rows: leave room
+    -- for the filtered ones (the SET clause does not cover ef_search: restored by hand).
+    PERFORM set_config('hnsw.ef_search', least(1000, greatest(caller_ef::int, 2 * k))::text, true);
     SELECT array_agg(s.id ORDER BY s.distance, s.id), array_agg(s.distance ORDER BY s.distance, s.id)
     INTO ids, distances
     FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
+    PERFORM set_config('hnsw.ef_search', caller_ef, true);
     IF coalesce(cardinality(ids), 0) < k THEN
         PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);  -- undone on return too
         RETURN QUERY SELECT s.id, s.distance
