@@ -236,7 +236,7 @@ $$;
 -- The k nearest rows of one namespace through its own index
 -- (memory._create_namespace_index), which indexes COALESCE(embedding,
 -- embedding): ordering by that expression is what only that index can serve.
-CREATE OR REPLACE FUNCTION memory._nearest_own(kind text, org uuid, namespace_id uuid, exclude_chat text,
+CREATE OR REPLACE FUNCTION memory._nearest_own_scan(kind text, org uuid, namespace_id uuid, exclude_chat text,
                                     query @extschema:vector@.vector, k int, created tstzrange)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
@@ -248,7 +248,7 @@ BEGIN
         RETURN QUERY
         SELECT c.id, c.d FROM (
             SELECT f.id, (f.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.facts f
-            WHERE f.organization_id = org AND f.namespace_id = _nearest_own.namespace_id AND f.forgotten_at IS NULL
+            WHERE f.organization_id = org AND f.namespace_id = _nearest_own_scan.namespace_id AND f.forgotten_at IS NULL
               AND (created IS NULL OR f.created_at <@ created)
             ORDER BY COALESCE(f.embedding, f.embedding) OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
         ORDER BY c.d, c.id;
@@ -256,12 +256,46 @@ BEGIN
         RETURN QUERY
         SELECT c.id, c.d FROM (
             SELECT m.id, (m.embedding OPERATOR(@extschema:vector@.<=>) query)::float8 AS d FROM memory.messages m
-            WHERE m.organization_id = org AND m.namespace_id = _nearest_own.namespace_id
+            WHERE m.organization_id = org AND m.namespace_id = _nearest_own_scan.namespace_id
               AND m.chat_id IS DISTINCT FROM exclude_chat
               AND (created IS NULL OR m.created_at <@ created)
             ORDER BY COALESCE(m.embedding, m.embedding) OPERATOR(@extschema:vector@.<=>) query LIMIT k) c
         ORDER BY c.d, c.id;
     END IF;
+END
+$$;
+
+-- memory._nearest_own_scan with pgvector's iterative scan off first: the
+-- graph holds only the namespace's rows, so the filter drops one only where
+-- it is forgotten, outside `created` or in the excluded chat, and the plain
+-- scan is 6-14% cheaper (docs/archival.md). Short of k rows, it scans again
+-- with the relaxed iterative scan, which walks on until k are found.
+CREATE OR REPLACE FUNCTION memory._nearest_own(kind text, org uuid, namespace_id uuid, exclude_chat text,
+                                    query @extschema:vector@.vector, k int, created tstzrange)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET hnsw.iterative_scan = 'off'  -- the caller's value comes back on return
+AS $$
+DECLARE
+    caller_ef text := current_setting('hnsw.ef_search');
+    ids uuid[];
+    distances float8[];
+BEGIN
+    -- Without the iterative scan a scan returns at most ef_search rows: leave room
+    -- for the filtered ones (the SET clause does not cover ef_search: restored by hand).
+    PERFORM set_config('hnsw.ef_search', least(1000, greatest(caller_ef::int, 2 * k))::text, true);
+    SELECT array_agg(s.id ORDER BY s.distance, s.id), array_agg(s.distance ORDER BY s.distance, s.id)
+    INTO ids, distances
+    FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
+    PERFORM set_config('hnsw.ef_search', caller_ef, true);
+    IF coalesce(cardinality(ids), 0) < k THEN
+        PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);  -- undone on return too
+        RETURN QUERY SELECT s.id, s.distance
+                     FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT u.id, u.distance FROM unnest(ids, distances) u(id, distance);
 END
 $$;
 
@@ -514,7 +548,7 @@ $$;
 -- Its query joins two function results, which no plan made for the call's
 -- values does better: planned per call it cost a tiny namespace's search
 -- 0.25 ms, 40% of this function (bench/tenants.py profile). The functions it
--- calls that need a plan per call (memory._nearest_in, memory._nearest_own,
+-- calls that need a plan per call (memory._nearest_in, memory._nearest_own_scan,
 -- memory._text_candidates_many) set that themselves.
 CREATE OR REPLACE FUNCTION memory._rank(kind text, org uuid, namespace_ids uuid[], exclude_chat text, query text,
                              query_embedding @extschema:vector@.vector, k int, options jsonb)

@@ -307,6 +307,39 @@ def test_a_large_namespace_is_searched_through_its_own_index(big):
     assert not any(name.startswith("messages_ns_") for name in scans), scans
 
 
+def test_an_own_index_scan_short_of_k_live_rows_scans_again_relaxed(big):
+    # The own index's first scan runs with the iterative scan off (one scan: the test
+    # above). Where forgotten facts fill its nearest candidates it comes back short of
+    # k, and a second scan with the relaxed iterative scan walks on until k are found.
+    conn = big["conn"]
+    query = big["centers"][3]
+    own = _index(conn, "fact", LARGE)
+    with conn.transaction(force_rollback=True):
+        forgotten = {
+            r[0]
+            for r in conn.execute(
+                "UPDATE memory.facts SET forgotten_at = now() WHERE id IN ("
+                " SELECT f.id FROM memory.facts f WHERE f.organization_id = %s"
+                " AND f.namespace_id = memory._namespace_id(%s, 'user', %s, NULL)"
+                " ORDER BY (f.embedding <=> %s::real[]::vector) + 0 LIMIT 1500) RETURNING id",
+                (ORG, ORG, LARGE, query.tolist()),
+            ).fetchall()
+        }
+        conn.execute(
+            "SELECT set_config('request.jwt.claims', %s, true)", (json.dumps(user_claims(LARGE)),)
+        )
+        before = conn.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (f"memory.{own}",))
+        before = before.fetchone()[0]
+        rows = conn.execute(FACTS, (ORG, query.tolist(), 10)).fetchall()
+        after = conn.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (f"memory.{own}",))
+        assert after.fetchone()[0] - before == 2
+        exact = _exact_facts(conn, LARGE, query, 10)
+        conn.execute("SELECT set_config('request.jwt.claims', '', true)")
+    assert len(forgotten) == 1500 and len(rows) == 10
+    assert not forgotten & {r[0] for r in rows}
+    assert len({r[0] for r in rows} & set(exact)) >= 9, (rows, exact)
+
+
 @pytest.mark.parametrize(
     ("users", "k"),
     [(TINY[:20], 5), (TINY[:20], 10), (MEDIUM, 10), ([LARGE], 10), ([LARGE], 50)],
