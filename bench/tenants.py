@@ -62,7 +62,7 @@ Reproduce: `.venv/bin/python -m bench.tenants{quick}` (`--keep --profile-only`: 
 PROFILE_TEXT = """
 ### Where the time goes
 
-After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's own namespace), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan, as `memory._nearest_own` runs it; the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike. And for the tenants, the vector-only call on a session of its own with `track_functions = all` (3 calls per query, after a warm-up not counted): each layer's mean time per call from `pg_stat_user_functions` (the embedded server is built without `pg_stat_statements`; the function counters split the call the same way), in the lines below the table.
+After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's own namespace), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan (as `memory._nearest_own` scans again when its first scan, without the iterative scan, comes back short); the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike. And for the tenants, the vector-only call on a session of its own with `track_functions = all` (3 calls per query, after a warm-up not counted): each layer's mean time per call from `pg_stat_user_functions` (the embedded server is built without `pg_stat_statements`; the function counters split the call the same way), in the lines below the table.
 
 {table}
 
@@ -442,9 +442,9 @@ def profile(
 
 
 def _explain_tenant(conn: psycopg.Connection, kind: str, qs: list[Query], ref_ef: int) -> Row:
-    """The own index's scan as memory._nearest_own runs it (40 deep, at its calibrated
-    ef_search), the reference's (10 deep at its ef_search), and the reference at the own
-    index's depth and ef_search: medians over the queries."""
+    """The own index's scan as memory._nearest_own's relaxed scan runs it (40 deep, at its
+    calibrated ef_search), the reference's (10 deep at its ef_search), and the reference at
+    the own index's depth and ef_search: medians over the queries."""
     table_name = "facts" if kind == "fact" else "messages"
     live = " AND forgotten_at IS NULL" if kind == "fact" else ""
     ns = ns_of(conn, qs[0].owner)
