@@ -20,6 +20,13 @@ PROFILE = {
     "text_candidates": 2500.0,
     "rest_ms": 1.0,
 }
+# A tenant's scans as the profile's EXPLAIN reports them.
+SCANS = {
+    "own_ef_search": 800,
+    "reference_ef_search": 600,
+    "own_ms": 8.0,
+    "reference_at_own_ms": 7.0,
+}
 
 
 def test_a_hybrid_call_over_twice_the_reference_is_broken_into_its_lists() -> None:
@@ -64,15 +71,15 @@ def test_a_missed_vector_only_target_names_the_scan_and_the_layers_above_it() ->
         {"phase": "own index", "group": "5% tenant", "method": "search_facts hybrid"} | _p50(11.0),
     ]
     result = {"tables": {"reference": [reference | _p50(6.0)], "searches": searches}}
-    profiled = PROFILE | {
-        "own_ef_search": 800,
-        "reference_ef_search": 600,
-        "own_ms": 8.0,
-        "reference_at_own_ms": 7.0,
-        "vector-only call_ms": 9.5,
-        "own_plain_ms": 7.5,
-        "reference_plain_ms": 6.0,
-    }
+    profiled = (
+        PROFILE
+        | SCANS
+        | {
+            "vector-only call_ms": 9.5,
+            "own_plain_ms": 7.5,
+            "reference_plain_ms": 6.0,
+        }
+    )
     [line] = tenants._why_missed(result, {("fact", "5% tenant"): profiled})
     assert line.startswith(
         f"5% tenant (facts), search_facts vector-only 1.50{X}, recall@10 0.980: the own index walks"
@@ -132,16 +139,7 @@ def test_the_layers_of_a_vector_only_call_come_from_the_function_counters() -> N
             "searches": searches,
         }
     }
-    profiled = (
-        PROFILE
-        | layers
-        | {
-            "own_ef_search": 800,
-            "reference_ef_search": 600,
-            "own_ms": 8.0,
-            "reference_at_own_ms": 7.0,
-        }
-    )
+    profiled = PROFILE | layers | SCANS
     [line] = tenants._why_missed(result, {("message", "5% tenant"): profiled})
     assert line.endswith(
         " By layer (`track_functions = all`, means per call): of the 12.00 ms the client times,"
