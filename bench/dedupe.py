@@ -72,7 +72,7 @@ facts/s: median of {repeat} (min..max). Speed-up: save_facts' rate over the meth
 
 Writers of one namespace serialize on its lock, so 8 writers saving the same 100 facts store each once; the few refusals among 800 distinct turns are real near-duplicates at cosine ≥ the threshold (in one namespace more turns meet each other).
 
-What bounds the speed-up: both save_facts and the loop pay, per fact, the nearest-neighbour check and the insert with its HNSW and GIN entries; the loop adds two round trips per fact, a commit (a WAL flush) per insert and `search_facts`' per-call work (namespace resolution, option parsing, the query's lexemes, a 40-deep list for k = 1). That overhead is fixed while the check grows with the namespace, so the speed-up shrinks as the namespace grows: {speedups}.
+What bounds the speed-up: both save_facts and the loop pay, per fact, the nearest-neighbour check and the insert with its HNSW and GIN entries; the loop adds two round trips per fact, a commit (a WAL flush) per insert and `search_facts`' per-call work (namespace resolution, option parsing, the query's lexemes, a 40-deep list for k = 1). That overhead is fixed while the check grows with the namespace, which bounds the speed-up: {speedups}.
 {why}{slower}
 Reproduce: `.venv/bin/python -m bench.dedupe{quick}` (`--repeat N`)."""
 SLOWER = """
