@@ -4,6 +4,30 @@
 -- either applies the answer or gives the lease back (fail_capture). All
 -- service only.
 
+-- A chat's messages after (after_at, after_id), all of them when that is
+-- null, and up to (through_at, through_id) when that is given; oldest first,
+-- at most up_to (null: all). Two branches rather than one OR, so that the
+-- watermark bounds the scan of messages_chat_idx itself and a long chat's
+-- captured history is never read again.
+CREATE OR REPLACE FUNCTION memory._chat_messages(org uuid, namespace_id uuid, chat_id text,
+                                                 after_at timestamptz, after_id uuid,
+                                                 through_at timestamptz, through_id uuid, up_to int)
+RETURNS TABLE (id uuid, message_id text, role text, content text, created_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    (SELECT m.id, m.message_id, m.role, m.content, m.created_at FROM memory.messages m
+     WHERE $4 IS NULL AND m.organization_id = $1 AND m.chat_id = $3 AND m.namespace_id = $2
+       AND ($6 IS NULL OR (m.created_at, m.id) <= ($6, $7))
+     ORDER BY m.created_at, m.id LIMIT $8)
+    UNION ALL
+    (SELECT m.id, m.message_id, m.role, m.content, m.created_at FROM memory.messages m
+     WHERE m.organization_id = $1 AND m.chat_id = $3 AND m.namespace_id = $2
+       AND (m.created_at, m.id) > ($4, $5)
+       AND ($6 IS NULL OR (m.created_at, m.id) <= ($6, $7))
+     ORDER BY m.created_at, m.id LIMIT $8)
+$$;
+
 -- A chat's messages as handed to a worker: [{id, role, content, created_at}], oldest first.
 CREATE OR REPLACE FUNCTION memory._capture_messages(org uuid, namespace_id uuid, chat_id text,
                                                     after_at timestamptz, after_id uuid, up_to int)
@@ -11,12 +35,7 @@ RETURNS TABLE (messages jsonb, last_at timestamptz, last_id uuid)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH batch AS (
-        SELECT m.message_id, m.role, m.content, m.created_at, m.id FROM memory.messages m
-        WHERE m.organization_id = $1 AND m.namespace_id = $2 AND m.chat_id = $3
-          AND ($4 IS NULL OR (m.created_at, m.id) > ($4, $5))
-        ORDER BY m.created_at, m.id
-        LIMIT $6)
+    WITH batch AS (SELECT * FROM memory._chat_messages($1, $2, $3, $4, $5, NULL, NULL, $6))
     SELECT coalesce(jsonb_agg(jsonb_build_object('id', b.message_id, 'role', b.role, 'content', b.content,
                                                  'created_at', b.created_at) ORDER BY b.created_at, b.id), '[]'),
            (array_agg(b.created_at ORDER BY b.created_at DESC, b.id DESC))[1],
@@ -45,9 +64,9 @@ CREATE OR REPLACE FUNCTION memory._capture_pending_count(c memory.captures) RETU
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*)::int FROM memory.messages m
-    WHERE m.organization_id = c.organization_id AND m.namespace_id = c.namespace_id AND m.chat_id = c.chat_id
-      AND (c.watermark_at IS NULL OR (m.created_at, m.id) > (c.watermark_at, c.watermark_id))
+    SELECT count(*)::int
+    FROM memory._chat_messages(c.organization_id, c.namespace_id, c.chat_id, c.watermark_at, c.watermark_id,
+                               NULL, NULL, NULL)
 $$;
 
 -- Leases up to `max` chats that are pending capture and idle for setting
@@ -81,10 +100,8 @@ BEGIN
         WHERE k.status = 'pending'
           AND (k.lease_until IS NULL OR k.lease_until < started)
           AND k.indexed_at <= idle_since
-          AND EXISTS (SELECT FROM memory.messages m
-                      WHERE m.organization_id = k.organization_id AND m.namespace_id = k.namespace_id
-                        AND m.chat_id = k.chat_id
-                        AND (k.watermark_at IS NULL OR (m.created_at, m.id) > (k.watermark_at, k.watermark_id)))
+          AND EXISTS (SELECT FROM memory._chat_messages(k.organization_id, k.namespace_id, k.chat_id,
+                                                        k.watermark_at, k.watermark_id, NULL, NULL, 1))
         ORDER BY k.indexed_at, k.organization_id, k.namespace_id, k.chat_id
         LIMIT max
         FOR UPDATE OF k SKIP LOCKED
@@ -332,11 +349,11 @@ BEGIN
     WHERE n.organization_id = c.organization_id AND n.id = c.namespace_id;
     source := jsonb_build_object(
         'chat_id', c.chat_id,
-        'message_ids', coalesce((SELECT jsonb_agg(m.message_id ORDER BY m.created_at, m.id) FROM memory.messages m
-                                 WHERE m.organization_id = c.organization_id AND m.namespace_id = c.namespace_id
-                                   AND m.chat_id = c.chat_id
-                                   AND (c.watermark_at IS NULL OR (m.created_at, m.id) > (c.watermark_at, c.watermark_id))
-                                   AND (m.created_at, m.id) <= (c.lease_through_at, c.lease_through_id)), '[]'),
+        'message_ids', CASE WHEN c.lease_through_at IS NULL THEN '[]'::jsonb ELSE coalesce((
+                           SELECT jsonb_agg(m.message_id ORDER BY m.created_at, m.id)
+                           FROM memory._chat_messages(c.organization_id, c.namespace_id, c.chat_id,
+                                                      c.watermark_at, c.watermark_id,
+                                                      c.lease_through_at, c.lease_through_id, NULL) m), '[]') END,
         'capture_id', c.capture_id,
         'model', model);
     PERFORM memory._check_source(source);
@@ -415,10 +432,8 @@ BEGIN
     SET watermark_at = coalesce(c.lease_through_at, k.watermark_at),
         watermark_id = coalesce(c.lease_through_id, k.watermark_id),
         indexed_at = CASE WHEN c.lease_through_at IS NULL OR EXISTS (
-                              SELECT FROM memory.messages m
-                              WHERE m.organization_id = c.organization_id AND m.namespace_id = c.namespace_id
-                                AND m.chat_id = c.chat_id
-                                AND (m.created_at, m.id) > (c.lease_through_at, c.lease_through_id))
+                              SELECT FROM memory._chat_messages(c.organization_id, c.namespace_id, c.chat_id,
+                                                                c.lease_through_at, c.lease_through_id, NULL, NULL, 1))
                           THEN k.indexed_at ELSE 'infinity' END,
         captured_at = now(), attempts = 0, last_error = NULL,
         capture_id = NULL, lease_until = NULL, lease_through_at = NULL, lease_through_id = NULL

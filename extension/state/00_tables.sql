@@ -148,7 +148,9 @@ CREATE TABLE memory.messages (
     FOREIGN KEY (organization_id, namespace_id)
         REFERENCES memory.namespaces (organization_id, id) ON DELETE CASCADE
 );
-CREATE INDEX messages_chat_idx ON memory.messages (organization_id, chat_id);  -- the service's delete_chat
+-- The service's delete_chat, and a chat's messages in their order from a
+-- watermark on (capture): a long chat's captured history is never read again.
+CREATE INDEX messages_chat_idx ON memory.messages (organization_id, chat_id, namespace_id, created_at, id);
 CREATE INDEX messages_id_idx ON memory.messages (id);  -- as facts_id_idx
 CREATE INDEX messages_embedding_idx ON memory.messages
     USING hnsw (embedding @extschema:vector@.vector_cosine_ops);

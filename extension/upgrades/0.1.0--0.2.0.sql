@@ -113,3 +113,8 @@ END
 $$;
 CREATE INDEX facts_unshared_idx ON memory.facts (organization_id, namespace_id)
     WHERE forgotten_at IS NULL AND NOT in_shared_index;
+
+-- A chat's messages in their order from a watermark on, for capture (it was
+-- (organization_id, chat_id), which made every lease read the whole chat).
+DROP INDEX memory.messages_chat_idx;
+CREATE INDEX messages_chat_idx ON memory.messages (organization_id, chat_id, namespace_id, created_at, id);

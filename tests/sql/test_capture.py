@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg
 import pytest
 
 from tests.support import Failure
@@ -574,4 +575,48 @@ def test_only_the_leased_messages_pass_the_watermark(service, org):
     [row] = _lease(service)
     assert _ids(row[4]) == ["m4", "m5", "m6"]
     assert service.rows(APPLY, row[0], [], None) == []
+    assert _status(service, org)[0][2:5] == (0, 0, "captured")
+
+
+MESSAGES_READ = (
+    "SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables"
+    " WHERE relid = 'memory.messages'::regclass"
+)
+
+
+def test_a_long_chat_is_leased_and_applied_reading_only_its_new_messages(service, org, dsn):
+    """The lease, its context and the apply find a chat's messages after its watermark
+    through an index in message order: a chat of 2,000 captured messages costs them
+    what a new chat costs, not a read of its whole history."""
+    owner = uuid.uuid4()
+    _index(service, org, owner, "c1", "m0000", "the first message", 0)
+    service.rows(
+        "INSERT INTO memory.messages (organization_id, namespace_id, chat_id, message_id, role,"
+        " content, created_at)"
+        " SELECT m.organization_id, m.namespace_id, m.chat_id, format('m%%s', lpad(i::text, 4, '0')),"
+        " 'user', format('message %%s', i), m.created_at + make_interval(secs => i)"
+        " FROM memory.messages m, generate_series(1, 1999) i WHERE m.message_id = 'm0000'"
+    )
+    service.rows(
+        "UPDATE memory.captures SET (watermark_at, watermark_id) ="
+        " (SELECT created_at, id FROM memory.messages WHERE message_id = 'm1999')"
+    )
+    for i in range(5):
+        _index(service, org, owner, "c1", f"new{i}", f"new message {i}", 50 + i)
+    with psycopg.connect(dsn) as conn:
+        [(capture_id, messages, context)] = conn.execute(
+            "SELECT capture_id, messages, context FROM memory.pending_captures(10, 50)"
+        ).fetchall()
+        lease_read = conn.execute(MESSAGES_READ).fetchone()[0]
+    assert _ids(messages) == [f"new{i}" for i in range(5)]
+    assert _ids(context) == [f"m{i:04d}" for i in range(1990, 2000)]
+    with psycopg.connect(dsn) as conn:
+        [(status,)] = conn.execute(
+            "SELECT status FROM memory.capture_facts(%s, %s::jsonb)",
+            (capture_id, '[{"op": "add", "content": "Wrote 2,005 messages"}]'),
+        ).fetchall()
+        apply_read = conn.execute(MESSAGES_READ).fetchone()[0]
+    assert status == "saved"
+    assert lease_read <= 40, f"the lease read {lease_read} messages"
+    assert apply_read <= 20, f"the apply read {apply_read} messages"
     assert _status(service, org)[0][2:5] == (0, 0, "captured")
