@@ -131,3 +131,17 @@ def test_text_ranking_refuses_other_values(alice, org, value):
     assert failed == Failure(
         "22023", "MEMORY_INVALID", 'search option text_ranking must be "ts_rank_cd" or "idf"'
     )
+
+
+def test_a_query_counts_its_first_64_distinct_words(alice, org, service):
+    """A query of thousands of words would make the text ranking cost seconds a row:
+    the query's first 64 distinct lexemes count, in their order, the rest are ignored."""
+    words = [f"w{i:03d}" for i in range(200)]
+    query = " ".join(words[:10] + words[:70] + words[70:])  # repeats count once
+    assert service.value("SELECT memory._lexemes(%s)", query) == words[:64]
+    assert service.value("SELECT memory._lexemes(%s)", "") == []
+    alice.value("SELECT memory.save_fact(%s, 'Saw w063 at the market')", org)
+    alice.value("SELECT memory.save_fact(%s, 'Saw w064 at the market')", org)
+    for ranking in ("ts_rank_cd", "idf"):
+        found = alice.rows(SEARCH, org, query, {"text_ranking": ranking})
+        assert found == [("Saw w063 at the market",)], ranking
