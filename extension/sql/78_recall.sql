@@ -11,8 +11,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM memory._check_between('option ' || key,
-        CASE WHEN memory._is_integer(options -> key, 0, high) THEN (options ->> key)::bigint END, 0, high);
-    RETURN (options ->> key)::int;
+        CASE WHEN memory._is_integer(options -> key, 0, high) THEN (options ->> key)::numeric::bigint END, 0, high);
+    RETURN (options ->> key)::numeric::int;  -- via numeric: 5.0 is an integer too
 END
 $$;
 
@@ -35,8 +35,8 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID', 'options must be a JSON object');
     END IF;
     PERFORM memory._search_options(memory._recall_search_options(merged));
-    PERFORM memory._recall_count(merged, 'facts', 1000);  -- k of search_facts
-    PERFORM memory._recall_count(merged, 'messages', 100);  -- k of search_messages
+    merged := merged || jsonb_build_object('facts', memory._recall_count(merged, 'facts', 1000),  -- k of search_facts
+                                           'messages', memory._recall_count(merged, 'messages', 100));  -- k of search_messages
     IF jsonb_typeof(merged -> 'exclude_chat') NOT IN ('string', 'null') THEN
         PERFORM memory._fail('MEMORY_INVALID', 'option exclude_chat must be a string');
     END IF;

@@ -163,3 +163,24 @@ def test_ef_search_lasts_for_the_call_only(facts, as_, org):
     )
     for query, params, _ in searches:
         assert me.fails(query, *params, {"ef_search": 0}) == refused
+
+
+def test_whole_numbers_written_with_a_fraction_are_integers(facts, as_, org):
+    """JSON writers send 100.0 for 100: ef_search, recall_context's counts and integer
+    settings take it as the integer, as they take 100."""
+    facts.value("SELECT memory.configure('exact_search_max_rows', '0.0')")
+    assert facts.value("SELECT memory.setting('exact_search_max_rows')") == 0
+    facts.rows("SELECT memory.grant(%s, %s, 'memory.read')", org, OWNER_ID)
+    me = as_(user_claims(OWNER_ID))
+    by_integer = me.rows(FACTS, org, "Lisbon", [1, 0, 0, 0], {}, {"ef_search": 100})
+    assert len(by_integer) == 4
+    assert me.rows(FACTS, org, "Lisbon", [1, 0, 0, 0], {}, {"ef_search": 100.0}) == by_integer
+    context = "SELECT kind, content FROM memory.recall_context(%s, %s, %s::real[], '{}', %s)"
+    two_facts = me.rows(context, org, "Lisbon", [1, 0, 0, 0], {"facts": 2, "messages": 0})
+    assert [kind for kind, _ in two_facts] == ["fact", "fact"]
+    assert (
+        me.rows(context, org, "Lisbon", [1, 0, 0, 0], {"facts": 2.0, "messages": 0.0}) == two_facts
+    )
+    assert me.fails(FACTS, org, "Lisbon", [1, 0, 0, 0], {}, {"ef_search": 100.5}) == Failure(
+        "22023", "MEMORY_INVALID", "search option ef_search must be between 10 and 1000"
+    )
