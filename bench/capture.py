@@ -55,7 +55,7 @@ A turn is {messages} messages indexed into one chat (`index_message` each, with 
 
 ![capture per turn against save_facts, and the drain](../bench/results/{name}.png)
 
-What capture adds: the lease is a transaction of its own (committed before the model is asked; most of its {lease_small:.2f} ms at {small:,} facts is that commit), and the apply moves the chat's watermark and forgets the superseded fact besides saving. The {adds} adds go to `save_facts` as one batch, so their dedupe check reads the namespace once. The supersede's new fact is inserted without a dedupe check (it replaces a fact by decision), which is why capture is no dearer than save_facts where that check walks the HNSW index: {ratios}.
+What capture adds: the lease is a transaction of its own (committed before the model is asked: {lease_small:.2f} ms at {small:,} facts, where it reads the chat's new messages and the 10 before them through `messages_chat_idx`, however long the chat), and the apply moves the chat's watermark and forgets the superseded fact besides saving. The {adds} adds go to `save_facts` as one batch, so their dedupe check reads the namespace once. The supersede's new fact is inserted without a dedupe check (it replaces a fact by decision), which is why capture is no dearer than save_facts where that check walks the HNSW index: {ratios}.
 
 {profile}
 
