@@ -735,3 +735,21 @@ def test_the_documented_plugin_is_accepted_and_does_what_it_says(
         "File created successfully at: /memories/team.md"
     )
     assert attacker.is_superuser() is False
+
+
+def test_import_takes_a_whole_version_written_with_a_fraction(service, member, org):
+    """A JSON writer's 3.0 is the version 3, as 3 is."""
+    _, manager = member("memory.read", "memory.manage")
+    shared = {"scope": "organization"}
+    fact = _fact(3.0)
+    assert manager.value(IMPORT, org, _export(files=[_file(3.0)], facts=[fact]), shared) == {
+        "files": 1,
+        "facts": 1,
+        "messages": 0,
+    }
+    assert service.rows(
+        "SELECT version FROM memory.facts WHERE organization_id = %s AND content = 'a fact'", org
+    ) == [(3,)]
+    assert manager.value(
+        "SELECT memory.write(%s, '/memories/notes.md', 'd', 3, %s)", org, shared
+    ) == {"path": "/memories/notes.md", "version": 4}
