@@ -53,6 +53,14 @@ AS $$
     ELSE false END
 $$;
 
+-- The integer a JSON whole number holds (1.0 is 1), or null when it holds none
+-- within [low, high]: the cast goes through numeric, as the text "1.0" is no bigint.
+CREATE OR REPLACE FUNCTION memory._as_integer(value jsonb, low numeric DEFAULT NULL, high numeric DEFAULT NULL)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN memory._is_integer(value, low, high) THEN value::numeric::bigint END $$;
+
 -- An integer argument within [low, high], else MEMORY_INVALID naming it.
 CREATE OR REPLACE FUNCTION memory._check_between(what text, value bigint, low bigint, high bigint)
 RETURNS void

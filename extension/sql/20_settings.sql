@@ -92,7 +92,7 @@ BEGIN
             PERFORM memory._fail('MEMORY_INVALID',
                 format('setting %s must be an integer between %s and %s', key, low, high));
         END IF;
-        RETURN to_jsonb(value::numeric::bigint);  -- 2000.0 is stored as 2000, which an integer cast reads
+        RETURN to_jsonb(memory._as_integer(value));  -- 2000.0 is stored as 2000, which an integer cast reads
     WHEN key = 'capture_refuse_secrets' THEN
         IF jsonb_typeof(value) <> 'boolean' THEN
             PERFORM memory._fail('MEMORY_INVALID', 'setting capture_refuse_secrets must be a boolean');

@@ -160,7 +160,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID',
             'Parameter `view_range` for command `view` must be [start_line, end_line], two integers');
     END IF;
-    RETURN ARRAY[(range ->> 0)::numeric::int, (range ->> 1)::numeric::int];  -- via numeric: 1.0 is an integer too
+    RETURN ARRAY[memory._as_integer(range -> 0), memory._as_integer(range -> 1)];  -- 1.0 is 1
 END
 $$;
 

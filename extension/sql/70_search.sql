@@ -45,8 +45,8 @@ BEGIN
         CONTINUE WHEN key IN ('created_after', 'created_before');  -- checked below
         IF key = 'ef_search' THEN  -- pgvector's own range is 1..1000; below 10 recall collapses
             PERFORM memory._check_between('search option ef_search',
-                CASE WHEN memory._is_integer(merged -> key, 10, 1000) THEN (merged ->> key)::numeric::bigint END, 10, 1000);
-            merged := jsonb_set(merged, ARRAY[key], to_jsonb((merged ->> key)::numeric::int));  -- 100.0 as 100
+                memory._as_integer(merged -> key, 10, 1000), 10, 1000);
+            merged := jsonb_set(merged, ARRAY[key], to_jsonb(memory._as_integer(merged -> key)));  -- 100.0 as 100
             CONTINUE;
         END IF;
         IF key = 'min_similarity' THEN

@@ -11,8 +11,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM memory._check_between('option ' || key,
-        CASE WHEN memory._is_integer(options -> key, 0, high) THEN (options ->> key)::numeric::bigint END, 0, high);
-    RETURN (options ->> key)::numeric::int;  -- via numeric: 5.0 is an integer too
+        memory._as_integer(options -> key, 0, high), 0, high);
+    RETURN memory._as_integer(options -> key);  -- 5.0 is 5
 END
 $$;
 

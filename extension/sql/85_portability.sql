@@ -88,7 +88,7 @@ BEGIN
         PERFORM memory._fail('MEMORY_INVALID',
             format('%s version must be an integer from 1 to 9007199254740991, got %s', what, left((item -> 'version')::text, 40)));
     END IF;
-    RETURN (item ->> 'version')::numeric::bigint;  -- via numeric: 3.0 is an integer too
+    RETURN memory._as_integer(item -> 'version');  -- 3.0 is 3
 END
 $$;
 
