@@ -144,6 +144,7 @@ DECLARE
     exact_rows int;    -- at most 10 x 100,000,000: fits
     live_before int;   -- the namespace's live facts before the batch, counted up to exact_rows + 1
     exact boolean;
+    walk_ef int;       -- large namespace: how deep the index walk of each fact's check goes
     near_ids uuid[];   -- small namespace, by ordinal: the nearest live fact before the batch, when a duplicate
     near_sims float8[];
     pair_i int[];      -- the batch's pairs of duplicates (j < i), by i
@@ -220,6 +221,10 @@ BEGIN
             WHERE f.organization_id = org AND f.namespace_id = target.id
               AND f.forgotten_at IS NULL AND f.embedding IS NOT NULL
             ORDER BY x.n, x.d, f.id) nn ON nn.n = b.n;
+    ELSE
+        -- An own index's calibrated depth serves searches' top 10; the top-1 check
+        -- keeps save_facts' depth (set above) unless that index asks for more.
+        walk_ef := greatest(current_setting('hnsw.ef_search')::int, memory._own_ef_search('fact', org, target.id));
     END IF;
     -- Duplicates within the batch: every pair compared once, in one query.
     SELECT array_agg(a.n ORDER BY a.n, b.n), array_agg(b.n ORDER BY a.n, b.n),
@@ -238,7 +243,7 @@ BEGIN
             ELSE
                 -- The facts before the batch; this batch's own are the pairs below.
                 SELECT n.id, 1 - n.distance INTO dup_id, dup_sim
-                FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vecs[i], 1, false) n;
+                FROM memory._nearest('fact', org, ARRAY[target.id], NULL, vecs[i], 1, false, NULL, walk_ef) n;
                 IF dup_sim < threshold THEN
                     dup_id := NULL;
                 END IF;

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
@@ -564,3 +565,59 @@ def test_idf_ranking_of_a_large_namespace_weighs_by_maintains_counts(big):
     # Another user's search never reads the large namespace's counts or rows.
     rows, _ = _as_user(dsn, MEDIUM[0], idf_text, (ORG, "fact 17", Jsonb({"text_ranking": "idf"})))
     assert len(rows) == 10 and rows[0] == ("fact 17 of user 1",)
+
+
+def test_save_facts_walks_an_own_index_deep_enough_for_its_dedupe_check(service, org):
+    """The dedupe check walks an own index at save_facts' depth (400), not at the one
+    memory.maintain() calibrated for searches: with that set to 1 here, a walk of the
+    index misses some near-duplicates (cosine about 0.96) of random vectors, which
+    save_facts must refuse all the same."""
+    dims, rows = 128, 3_000
+    service.value("SELECT memory.configure_embeddings(%s)", dims)
+    service.value("SELECT memory.configure('exact_search_max_rows', '100')")
+    service.value("SELECT memory.configure('namespace_index_min_rows', '2000')")
+    rng = np.random.default_rng(11)
+    vectors = rng.standard_normal((rows, dims))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ns = {"owner_id": str(uuid.uuid4())}
+    ids = []
+    for start in range(0, rows, 1_000):
+        batch = [
+            {"content": f"fact {n}", "embedding": vectors[n].round(6).tolist()}
+            for n in range(start, start + 1_000)
+        ]
+        ids += [
+            r[0]
+            for r in service.rows(
+                "SELECT id FROM memory.save_facts(%s, %s, %s) ORDER BY ord", org, batch, ns
+            )
+        ]
+    assert None not in ids
+    assert [r[0] for r in service.rows("SELECT kind FROM memory.maintain()")] == ["fact"]
+    nsid = service.value("SELECT (memory._resolve(%s, %s, 'read')).id", org, ns)
+    index = service.value("SELECT memory._namespace_index('fact', %s, %s)", org, nsid)
+    about = json.loads(service.value("SELECT obj_description(%s::regclass)", f"memory.{index}"))
+    service.rows(
+        sql.SQL("COMMENT ON INDEX {} IS {}").format(
+            sql.Identifier("memory", index), json.dumps({**about, "ef_search": 1})
+        )
+    )
+    near = vectors[:200] + 0.3 * rng.standard_normal((200, dims)) / np.sqrt(dims)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    assert (np.sum(near * vectors[:200], axis=1) > 0.93).all()
+    hits = service.value(
+        "SELECT count(*) FILTER (WHERE n.id = x.id) FROM unnest(%s::uuid[], %s::vector[]) x(id, v),"
+        " LATERAL memory._nearest('fact', %s, ARRAY[%s]::uuid[], NULL, x.v, 1, false) n",
+        ids[:200],
+        [str(v.round(6).tolist()) for v in near],
+        org,
+        nsid,
+    )
+    assert hits < 200  # the calibrated walk misses some: the check below can fail
+    got = service.rows(
+        "SELECT id, duplicate_of FROM memory.save_facts(%s, %s, %s) ORDER BY ord",
+        org,
+        [{"content": f"near {n}", "embedding": v.round(6).tolist()} for n, v in enumerate(near)],
+        ns,
+    )
+    assert got == [(None, ids[n]) for n in range(200)]
