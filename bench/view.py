@@ -11,6 +11,7 @@ measured and how, as docs/benchmarks.md shows it.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 import uuid
 from typing import Any
@@ -36,7 +37,7 @@ from psycopg.types.json import Jsonb
 SECTION = """\
 ## Viewing long files (bench/view.py)
 
-`memory.run` view of files of empty lines (up to 100,000: the longest `max_content` allows): today's extension against a database where the view functions are those before the fix (each line through its subscript), interleaved, each view the first call of a new session, {rounds} rounds; milliseconds, median (min..max). Both sides return the same text. The last column is the cost of 1,000 more lines since the size above: flat when the view is linear.
+`memory.run` view of files of empty lines (up to 100,000: the longest `max_content` allows): today's extension against a database where the view functions are those before the fix (each line through its subscript), interleaved, each view the first call of a new session, {rounds} rounds; milliseconds, median (min..max). Both sides return the same text. The last column is the cost of 1,000 more lines since the size above: flat when the view is linear, though a few milliseconds of one step are within the spread of a size's rounds. The target reads the order of growth k over the largest tenfold (t ∝ n^k between the whole view of the largest file and of one a tenth its size: 1 when linear, 2 when quadratic; the fixed cost of a call pulls it below 1) and asks k ≤ 1.1.
 
 {tables}Reproduce: `.venv/bin/python -m bench.view` (`--quick`: 1k, 10k, 100k lines)."""
 
@@ -177,6 +178,14 @@ def targets(r: Result) -> list[dict[str, Any]]:
     largest = max(r["config"]["sizes"])
     whole, half = (_views(r)[v][largest] for v in ("whole", "second half"))
     after, before = _marginal(r, "whole", "after"), _marginal(r, "whole", "before")
+    # The empirical order of growth over the last tenfold: t ~ n^k gives k (1 for a
+    # linear view, 2 for the quadratic one before); a fixed cost pulls it under 1.
+    decade = max(n for n in r["config"]["sizes"] if n <= largest // 10)
+    small = _views(r)["whole"][decade]
+    growth = {
+        side: math.log(whole[side]["median"] / small[side]["median"]) / math.log(largest / decade)
+        for side in ("after", "before")
+    }
     return [
         {
             "target": f"a {largest:,}-line view well under a second",
@@ -187,12 +196,14 @@ def targets(r: Result) -> list[dict[str, Any]]:
         },
         {
             "target": "view time grows linearly with the file",
-            "measured": "ms per 1,000 more lines, size to size: "
+            "measured": f"order of growth from {decade:,} to {largest:,} lines"
+            f" {growth['after']:.2f} (before: {growth['before']:.2f});"
+            " ms per 1,000 more lines, size to size: "
             + ", ".join(f"{m:.2f}" for m in after)
             + " (before: "
             + ", ".join(f"{m:,.0f}" for m in before)
             + ")",
-            "met": max(after) <= 2 * max(min(after), 0.05),
+            "met": growth["after"] <= 1.1,
         },
     ]
 
