@@ -155,6 +155,25 @@ def join_if_past_line(conn: psycopg.Connection, namespace_id: str, rows: int) ->
 # ------------------------------------------------------------------------- statistics
 
 
+# memory.maintain()'s index builds: memory for the build, leader + 1 worker on 2 cores.
+INDEX_BUILD = {"maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1"}
+
+
+def run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, float]:
+    """memory.maintain() with namespace_index_min_rows set to `min_rows` (None: the
+    default; 0 drops every own index): the rows it returns and the seconds it took."""
+    conn.execute(
+        "SELECT memory.configure('namespace_index_min_rows', %s)",
+        (None if min_rows is None else str(min_rows),),
+    )
+    for key, value in INDEX_BUILD.items():
+        conn.execute("SELECT set_config(%s, %s, false)", (key, value))
+    rows, seconds = timed(lambda: conn.execute("SELECT * FROM memory.maintain()").fetchall())
+    conn.execute("ANALYZE memory.facts")
+    conn.execute("ANALYZE memory.messages")
+    return rows, seconds
+
+
 def stat(samples: Sequence[float]) -> Stat:
     xs = sorted(samples)
     return {

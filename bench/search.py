@@ -36,6 +36,7 @@ from bench._common import (
     new_result,
     options,
     percentile,
+    run_maintain,
     save,
     section,
     server_settings,
@@ -62,6 +63,12 @@ Latency: median over {rounds} rounds of each round's p50/p95 (min..max of rounds
 
 {huge}![search methods by namespace size](../bench/results/{name}-methods.png)
 
+### After memory.maintain()
+
+The rows above are the table's shared HNSW graph alone. Run as a deployment runs it, `memory.maintain()` (`namespace_index_min_rows` at its default, 10,000) then gave {maintained_indexes} in {maintain_s:.0f} s; the same queries again, through those indexes where a namespace has one:
+
+{maintained}
+
 ### Exact scan or HNSW, by namespace size
 
 The vector path alone (no query text), list depth 40 as `search_facts` uses it. `search_facts` scans a namespace of up to `exact_search_max_rows` live facts exactly and walks the HNSW index (iterative scan, relaxed order) above that; the columns force each way, and "as shipped" uses the setting. `_small_set` is the count it makes first. So that the index can be walked at every size, the ladder's namespaces under the line join the shared index first (`memory._join_shared_index`); in use their facts would stay out of it.
@@ -78,7 +85,7 @@ The HNSW index forced, list depth 40, iterative scan as `search_facts` sets it.
 
 Reproduce: `.venv/bin/python -m bench.search{quick}` (add `--keep` to keep the loaded server for the next run)."""
 HUGE = """\
-On the huge namespaces the hybrid search takes {ms[search_facts hybrid]:.1f} ms: its vector list alone {ms[search_facts vector-only]:.1f} ms (`ef_search` 800, for recall@10 {recall[search_facts vector-only]:.2f}) and its text list alone {ms[search_facts text-only]:.1f} ms (it ranks every fact of the namespace that shares a word with the query, thousands here). The plain query answers in {ms[plain query, pgvector defaults]:.1f} ms and LangGraph in {ms[LangGraph PostgresStore.search]:.1f} ms, with recall@10 {recall[plain query, pgvector defaults]:.2f} and {recall[LangGraph PostgresStore.search]:.2f}: pgvector's default `ef_search` 40 finds about half of the true nearest facts (the ef_search table below). This bench does not run `memory.maintain()`, so every namespace here is searched on the table's shared HNSW graph; with indexes of their own, large namespaces are measured in bench/tenants.py (next section), whose profile also breaks a tiny namespace's call into its parts.
+On the huge namespaces the hybrid search takes {ms[search_facts hybrid]:.1f} ms: its vector list alone {ms[search_facts vector-only]:.1f} ms (`ef_search` 800, for recall@10 {recall[search_facts vector-only]:.2f}) and its text list alone {ms[search_facts text-only]:.1f} ms (it ranks every fact of the namespace that shares a word with the query, thousands here). The plain query answers in {ms[plain query, pgvector defaults]:.1f} ms and LangGraph in {ms[LangGraph PostgresStore.search]:.1f} ms, with recall@10 {recall[plain query, pgvector defaults]:.2f} and {recall[LangGraph PostgresStore.search]:.2f}: pgvector's default `ef_search` 40 finds about half of the true nearest facts (the ef_search table below). These figures are on the table's shared HNSW graph, before `memory.maintain()`; the same searches after it follow below, and bench/tenants.py (next section) sets large namespaces against their own tables' indexes and breaks a tiny namespace's call into its parts.
 
 """
 
@@ -418,16 +425,21 @@ def run_method(
 
 
 def measure_groups(
-    conn: psycopg.Connection, store: Any, corpus: Corpus, queries: list[Query], rounds: int
+    conn: psycopg.Connection,
+    store: Any,
+    corpus: Corpus,
+    queries: list[Query],
+    rounds: int,
+    methods: tuple[str, ...] = METHODS,
 ) -> tuple[list[Row], list[Row]]:
-    """Every method on every group's queries, rounds outermost (a burst of load on a
+    """Each method on every group's queries, rounds outermost (a burst of load on a
     noisy machine hits every method): p50/p95 per round, rows, recall@10 vs exact."""
-    groups, methods = [], []
+    groups, rows = [], []
     for name, users in corpus.groups.items():
         qs = [q for q in queries if q.user in users]
-        samples: dict[str, dict[str, list]] = {m: {} for m in METHODS}
+        samples: dict[str, dict[str, list]] = {m: {} for m in methods}
         for _ in range(rounds):
-            for method in METHODS:
+            for method in methods:
                 s, lat = samples[method], []
                 for q in qs:
                     got, dt = run_method(method, q, conn, store)
@@ -439,11 +451,12 @@ def measure_groups(
                 s.setdefault("p95", []).append(percentile(lat, 95))
         q0 = qs[0]
         langgraph = {"prefix": f"users.{q0.owner}", "like": f"users.{q0.owner}.%", "q": q0.vector}
-        plans = {
-            PLAIN_NAME: plan_of(conn, *plain_query(PLAIN_NAME, q0)),
-            HNSW_ONLY_NAME: plan_of(conn, *plain_query(HNSW_ONLY_NAME, q0)),
-            LANGGRAPH_NAME: plan_of(conn, LANGGRAPH_EXPLAIN, langgraph),
+        explain = {
+            PLAIN_NAME: plain_query(PLAIN_NAME, q0),
+            HNSW_ONLY_NAME: plain_query(HNSW_ONLY_NAME, q0),
+            LANGGRAPH_NAME: (LANGGRAPH_EXPLAIN, langgraph),
         }
+        plans = {m: plan_of(conn, *explain[m]) for m in methods if m in explain}
         label = corpus.group_label(name)
         groups.append(
             {
@@ -454,7 +467,7 @@ def measure_groups(
             }
         )
         for m, s in samples.items():
-            methods.append(
+            rows.append(
                 {
                     "group": name,
                     "method": m,
@@ -469,7 +482,7 @@ def measure_groups(
                 }
             )
         print(f"  {label}: done", flush=True)
-    return groups, methods
+    return groups, rows
 
 
 def ladder_users(corpus: Corpus) -> dict[int, int]:
@@ -571,6 +584,7 @@ def measure(
     from langgraph.store.postgres import PostgresStore
 
     rounds, tables = result["config"]["rounds"], result["tables"]
+    run_maintain(conn, 0)  # a kept table may hold the last run's own indexes
     for _ in range(3):  # warm the caches: every index read once
         for u in (0, 1, *corpus.groups.get("medium", [])[:2]):
             params = {
@@ -600,6 +614,14 @@ def measure(
     tables["ladder"] = measure_ladder(conn, corpus, rounds, max(20, queries // 4))
     print("ef_search ...", flush=True)
     tables["ef_search"] = measure_ef_search(conn, corpus, rounds, max(20, queries // 4))
+    # As shipped: maintain() gives namespaces past namespace_index_min_rows their own index.
+    print("memory.maintain() ...", flush=True)
+    built, seconds = run_maintain(conn, None)
+    tables["maintain"] = [
+        {"action": a, "kind": k, "live_rows": n, "seconds": seconds} for a, k, _, _, n, _ in built
+    ]
+    print(f"  {len(built)} indexes in {seconds:.0f} s", flush=True)
+    _, tables["maintained"] = measure_groups(conn, None, corpus, qs, rounds, tuple(MODES))
 
 
 def kept_load(dsn: str, signature: str) -> dict[str, float] | None:
@@ -685,15 +707,16 @@ def main() -> None:
 # ------------------------------------------------------------------------------- reporting
 
 
-def _groups(r: Result) -> dict[str, dict[str, Row]]:
-    """{group: {"": the group's row, method: the method's row}}."""
+def _groups(r: Result, rows: str = "methods") -> dict[str, dict[str, Row]]:
+    """{group: {"": the group's row, method: the method's row}}, from the shared graph
+    ("methods") or after memory.maintain() ("maintained")."""
     out: dict[str, dict[str, Row]] = {g["group"]: {"": g} for g in r["tables"]["groups"]}
-    for row in r["tables"]["methods"]:
+    for row in r["tables"][rows]:
         out[row["group"]][row["method"]] = row
     return out
 
 
-def group_table(r: Result) -> str:
+def group_table(r: Result, which: str = "methods") -> str:
     rows = [
         (
             by[""]["label"],
@@ -705,7 +728,7 @@ def group_table(r: Result) -> str:
             if m in VECTOR_METHODS
             else "",
         )
-        for by in _groups(r).values()
+        for by in _groups(r, which).values()
         for m, v in by.items()
         if m
     ]
@@ -743,15 +766,17 @@ def ladder_table(r: Result) -> str:
 
 
 def targets(r: Result) -> list[dict[str, Any]]:
-    g = _groups(r)
+    g, shipped = _groups(r), _groups(r, "maintained")
     vector = "search_facts vector-only"
+
+    def recalls(groups: dict[str, dict[str, Row]]) -> str:
+        return ", ".join(f"{name} {by[vector]['recall_at_10']:.3f}" for name, by in groups.items())
+
     out = [
         {
-            "target": "search_facts recall@10 ≥ 0.95 for every namespace size",
-            "measured": ", ".join(
-                f"{name} {by[vector]['recall_at_10']:.3f}" for name, by in g.items()
-            ),
-            "met": min(by[vector]["recall_at_10"] for by in g.values()) >= 0.95,
+            "target": "search_facts recall@10 ≥ 0.95 for every namespace size, after memory.maintain()",
+            "measured": f"{recalls(shipped)} (on the shared graph alone, before it: {recalls(g)})",
+            "met": min(by[vector]["recall_at_10"] for by in shipped.values()) >= 0.95,
         }
     ]
     if "tiny" in g:
@@ -775,7 +800,8 @@ def targets(r: Result) -> list[dict[str, Any]]:
             },
         ]
     if "huge" in g:
-        hybrid = g["huge"]["search_facts hybrid"]["p50_ms"]["median"]
+        hybrid = shipped["huge"]["search_facts hybrid"]["p50_ms"]["median"]
+        hybrid_shared = g["huge"]["search_facts hybrid"]["p50_ms"]["median"]
         ours, plain = g["huge"][vector], g["huge"][PLAIN_NAME]
         plain_ms = plain["p50_ms"]["median"]
         # The HNSW scan at the smallest ef_search reaching search_facts' recall.
@@ -787,10 +813,13 @@ def targets(r: Result) -> list[dict[str, Any]]:
             ),
             None,
         )
+        own = shipped["huge"][vector]
         measured = (
-            f"{hybrid:.2f} ms vs {plain_ms:.2f} ms ({hybrid / plain_ms:.1f} x; the plain query's "
-            f"recall@10 is {plain['recall_at_10']:.2f}, search_facts' {ours['recall_at_10']:.2f}); "
-            f"vector-only {ours['p50_ms']['median']:.2f} ms"
+            f"after memory.maintain() {hybrid:.2f} ms vs {plain_ms:.2f} ms ({hybrid / plain_ms:.1f} x;"
+            f" the plain query's recall@10 is {plain['recall_at_10']:.2f}, search_facts'"
+            f" {own['recall_at_10']:.2f}), vector-only {own['p50_ms']['median']:.2f} ms; on the"
+            f" shared graph {hybrid_shared:.2f} ms, vector-only {ours['p50_ms']['median']:.2f} ms"
+            f" at recall {ours['recall_at_10']:.2f}"
         )
         if equal:
             measured += (
@@ -817,6 +846,17 @@ def _huge_note(r: Result) -> str:
     return fill(HUGE, ms=ms, recall=recall)
 
 
+def _built(rows: list[Row]) -> str:
+    """What maintain built, in words: "9 namespaces fact indexes of their own (…)"."""
+    if not rows:
+        return "no index"
+    sizes = sorted(x["live_rows"] for x in rows)
+    kinds = "/".join(sorted({x["kind"] for x in rows}))
+    if len(rows) == 1:
+        return f"one namespace a {kinds} index of its own ({sizes[0]:,} rows)"
+    return f"{len(rows)} namespaces {kinds} indexes of their own ({sizes[0]:,}-{sizes[-1]:,} rows)"
+
+
 def markdown(r: Result) -> str:
     c, env, t = r["config"], r["environment"], r["tables"]
     ef_rows = [
@@ -834,6 +874,9 @@ def markdown(r: Result) -> str:
         sizes=", ".join(f"`{x['table']}` {x['size']}" for x in t["table_sizes"]),
         groups=group_table(r),
         huge=_huge_note(r),
+        maintained=group_table(r, "maintained"),
+        maintained_indexes=_built(t["maintain"]),
+        maintain_s=t["maintain"][0]["seconds"] if t["maintain"] else 0.0,
         ladder=ladder_table(r),
         ef=table(["hnsw.ef_search", "p50 ms", "recall@10"], ef_rows),
     )

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from bench._common import (
+    INDEX_BUILD,
     ORG,
     Result,
     Row,
@@ -34,6 +35,7 @@ from bench._common import (
     options,
     percentile,
     result_name,
+    run_maintain,
     save,
     save_study,
     section,
@@ -74,7 +76,6 @@ HEAVY = 0.05  # the heavy user's share of the messages
 REF_LADDER = (40, 60, 80, 100, 150, 200, 300, 400, 600, 800, 1000)  # as memory.maintain's
 K = 10
 SERVER_SETTINGS = {"shared_buffers": "6GB"}
-BUILD = {"maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1"}
 PHASES = ("shared index", "own index")
 TIMES = "\u00d7"  # the multiplication sign of ratios
 
@@ -155,7 +156,7 @@ def load(conn: psycopg.Connection, facts: Corpus, messages: Corpus) -> dict[str,
     timings["copy_and_insert_s"] = time.perf_counter() - t0
     for t in ("memory.facts", "memory.messages", "memory.namespaces"):
         conn.execute(f"VACUUM ANALYZE {t}")
-    for key, value in BUILD.items():
+    for key, value in INDEX_BUILD.items():
         conn.execute(f"SET {key} = '{value}'")
     for d in indexes:
         print(f"  {d[:80]} ...", flush=True)
@@ -525,19 +526,6 @@ def _function_profile(dsn: str, kind: str, qs: list[Query]) -> Row:
     }
 
 
-def _run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, float]:
-    conn.execute(
-        "SELECT memory.configure('namespace_index_min_rows', %s)",
-        (None if min_rows is None else str(min_rows),),
-    )
-    for key, value in BUILD.items():
-        conn.execute(f"SET {key} = '{value}'")
-    rows, seconds = timed(lambda: conn.execute("SELECT * FROM memory.maintain()").fetchall())
-    conn.execute("ANALYZE memory.facts")
-    conn.execute("ANALYZE memory.messages")
-    return rows, seconds
-
-
 def main() -> None:
     ap = options(__doc__, "100,000 facts and messages")
     ap.add_argument("--rounds", type=int, default=3)
@@ -595,7 +583,7 @@ def main() -> None:
             conn.prepare_threshold = None
             env["server_settings"] = {
                 **server_settings(dsn, ("shared_buffers", "work_mem", "jit")),
-                **BUILD,
+                **INDEX_BUILD,
             }
             if load_row is None:
                 print(f"loading {n:,} facts and {n:,} messages ...", flush=True)
@@ -635,9 +623,9 @@ def main() -> None:
                 tables["maintain"] = earlier["tables"]["maintain"]
             for phase in phases:
                 if phase == "shared index":
-                    _run_maintain(conn, 0)
+                    run_maintain(conn, 0)
                 elif not args.own_only:
-                    built, seconds = _run_maintain(conn, min_rows)
+                    built, seconds = run_maintain(conn, min_rows)
                     tables["maintain"] = [
                         {"action": a, "kind": k, "live_rows": r, "seconds": seconds}
                         for a, k, _, _, r, _ in built
@@ -675,7 +663,7 @@ def run_graphs(args: Any) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             register_vector(conn)
-            for key, value in BUILD.items():
+            for key, value in INDEX_BUILD.items():
                 conn.execute(f"SET {key} = '{value}'")
             # The same rows as the full bench's tenants: the corpus draws user by user.
             vectors = {u: c.facts(u)[0] for u in range(len(HEADS))}
@@ -685,7 +673,7 @@ def run_graphs(args: Any) -> None:
     result = {
         "bench": "tenants-graphs",
         "quick": args.quick,
-        "config": {"facts": n, "queries": GRAPH_QUERIES, "rounds": args.rounds, **BUILD},
+        "config": {"facts": n, "queries": GRAPH_QUERIES, "rounds": args.rounds, **INDEX_BUILD},
         "tables": {"graphs": rows},
         "environment": {"versions": versions},
     }
