@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
 from pgvector.psycopg import register_vector
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from tests.conftest import _install_memory
