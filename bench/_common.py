@@ -152,9 +152,6 @@ def join_if_past_line(conn: psycopg.Connection, namespace_id: str, rows: int) ->
     )
 
 
-# ------------------------------------------------------------------------- statistics
-
-
 # memory.maintain()'s index builds: memory for the build, leader + 1 worker on 2 cores.
 INDEX_BUILD = {"maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1"}
 
@@ -172,6 +169,9 @@ def run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, 
     conn.execute("ANALYZE memory.facts")
     conn.execute("ANALYZE memory.messages")
     return rows, seconds
+
+
+# ------------------------------------------------------------------------- statistics
 
 
 def stat(samples: Sequence[float]) -> Stat:
