@@ -156,6 +156,12 @@ def join_if_past_line(conn: psycopg.Connection, namespace_id: str, rows: int) ->
 INDEX_BUILD = {"maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1"}
 
 
+def set_index_build(conn: psycopg.Connection) -> None:
+    """The session's settings for HNSW index builds (INDEX_BUILD)."""
+    for key, value in INDEX_BUILD.items():
+        conn.execute("SELECT set_config(%s, %s, false)", (key, value))
+
+
 def run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, float]:
     """memory.maintain() with namespace_index_min_rows set to `min_rows` (None: the
     default; 0 drops every own index): the rows it returns and the seconds it took."""
@@ -163,8 +169,7 @@ def run_maintain(conn: psycopg.Connection, min_rows: int | None) -> tuple[list, 
         "SELECT memory.configure('namespace_index_min_rows', %s)",
         (None if min_rows is None else str(min_rows),),
     )
-    for key, value in INDEX_BUILD.items():
-        conn.execute("SELECT set_config(%s, %s, false)", (key, value))
+    set_index_build(conn)
     rows, seconds = timed(lambda: conn.execute("SELECT * FROM memory.maintain()").fetchall())
     conn.execute("ANALYZE memory.facts")
     conn.execute("ANALYZE memory.messages")

@@ -41,6 +41,7 @@ from bench._common import (
     section,
     server_settings,
     server_versions,
+    set_index_build,
     spread,
     stat,
     table,
@@ -156,8 +157,7 @@ def load(conn: psycopg.Connection, facts: Corpus, messages: Corpus) -> dict[str,
     timings["copy_and_insert_s"] = time.perf_counter() - t0
     for t in ("memory.facts", "memory.messages", "memory.namespaces"):
         conn.execute(f"VACUUM ANALYZE {t}")
-    for key, value in INDEX_BUILD.items():
-        conn.execute(f"SET {key} = '{value}'")
+    set_index_build(conn)
     for d in indexes:
         print(f"  {d[:80]} ...", flush=True)
         _, seconds = timed(conn.execute, d)
@@ -663,8 +663,7 @@ def run_graphs(args: Any) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             register_vector(conn)
-            for key, value in INDEX_BUILD.items():
-                conn.execute(f"SET {key} = '{value}'")
+            set_index_build(conn)
             # The same rows as the full bench's tenants: the corpus draws user by user.
             vectors = {u: c.facts(u)[0] for u in range(len(HEADS))}
             for u in (HEADS.index(0.05), HEADS.index(0.20)):
