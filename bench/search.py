@@ -65,7 +65,7 @@ Latency: median over {rounds} rounds of each round's p50/p95 (min..max of rounds
 
 ### After memory.maintain()
 
-The rows above are the table's shared HNSW graph alone. Run as a deployment runs it, `memory.maintain()` (`namespace_index_min_rows` at its default, 10,000) then gave {maintained_indexes} in {maintain_s:.0f} s; the same queries again, through those indexes where a namespace has one:
+The rows above are the table's shared HNSW graph alone. Run as a deployment runs it, `memory.maintain()` (`namespace_index_min_rows` at its default, {min_rows:,}) then gave {maintained_indexes} in {maintain_s:.0f} s; the same queries again, through those indexes where a namespace has one:
 
 {maintained}
 
@@ -617,9 +617,11 @@ def measure(
     # As shipped: maintain() gives namespaces past namespace_index_min_rows their own index.
     print("memory.maintain() ...", flush=True)
     built, seconds = run_maintain(conn, None)
+    min_rows = conn.execute("SELECT memory.setting('namespace_index_min_rows')::int").fetchone()[0]
     tables["maintain"] = [
         {"action": a, "kind": k, "live_rows": n, "seconds": seconds} for a, k, _, _, n, _ in built
     ]
+    tables["maintain_setting"] = [{"namespace_index_min_rows": min_rows}]
     print(f"  {len(built)} indexes in {seconds:.0f} s", flush=True)
     _, tables["maintained"] = measure_groups(conn, None, corpus, qs, rounds, tuple(MODES))
 
@@ -897,6 +899,7 @@ def markdown(r: Result) -> str:
         huge_maintained=_huge_maintained_note(r),
         maintained_indexes=_built(t["maintain"]),
         maintain_s=t["maintain"][0]["seconds"] if t["maintain"] else 0.0,
+        min_rows=t["maintain_setting"][0]["namespace_index_min_rows"],
         ladder=ladder_table(r),
         ef=table(["hnsw.ef_search", "p50 ms", "recall@10"], ef_rows),
     )

@@ -557,7 +557,7 @@ def main() -> None:
         return
     n = 100_000 if args.quick else 1_000_000
     users = 5_000 if args.quick else 20_000
-    min_rows = 4_000 if args.quick else None  # None: the default (10,000)
+    min_rows = 4_000 if args.quick else None  # None: the default
     facts = corpus(n, users, HEADS, seed=7)
     messages = corpus(n, users, (HEAVY,), seed=8)
     result = new_result(

@@ -10,7 +10,7 @@ AS $$
         'view_max_chars', 16000,
         'dedupe_threshold', 0.92,
         'exact_search_max_rows', 2000,
-        'namespace_index_min_rows', 10000,
+        'namespace_index_min_rows', 5000,
         'text_search_config', 'english',
         'service_role', 'memory_service',
         'service_claim', 'service_role',

@@ -505,6 +505,40 @@ def test_configure_embeddings_drops_own_indexes_and_maintain_builds_them_again(
     assert len(found) == 3
 
 
+def test_maintain_drops_the_own_index_of_an_erased_user(service, member, org):
+    # erase_user takes no lock on the whole table: the index it leaves empty goes
+    # with the next maintain(), and the lexeme counts go with the namespace.
+    service.value("SELECT memory.configure_embeddings(4)")
+    service.value("SELECT memory.configure('namespace_index_min_rows', '30')")
+    user_id, user = member()
+    facts = [{"content": f"fact {n}", "embedding": [1.0, n, 0.5, -n]} for n in range(40)]
+    user.rows("SELECT count(*) FROM memory.save_facts(%s, %s, '{}', 1.0)", org, facts)
+    for n in range(40):
+        message = {"id": f"m{n}", "chat_id": "chat", "owner_id": str(user_id), "role": "user"}
+        message["content"] = f"message {n}"
+        assert service.value(
+            "SELECT memory.index_message(%s, %s, %s::real[])",
+            org,
+            message,
+            [1.0, float(n), 0.5, -float(n)],
+        )
+    built = service.rows(
+        "SELECT action, kind, live_rows, index_name FROM memory.maintain() ORDER BY 2"
+    )
+    assert [r[:3] for r in built] == [("created", "fact", 40), ("created", "message", 40)]
+    lexemes = "SELECT kind, count(*) FROM memory.namespace_lexemes GROUP BY 1 ORDER BY 1"
+    assert service.rows(lexemes) == [("fact", 1), ("message", 1)]  # "fact", "messag"
+    erased = json.loads(service.value("SELECT memory.erase_user(%s, %s)::text", org, user_id))
+    assert (erased["facts"], erased["messages"]) == (40, 40)
+    assert service.rows(lexemes) == []
+    assert service.rows(
+        "SELECT action, kind, live_rows, index_name FROM memory.maintain() ORDER BY 2"
+    ) == [("dropped", kind, 0, name) for _, kind, _, name in built]
+    names = [name for *_, name in built]
+    assert service.rows("SELECT relname FROM pg_class WHERE relname = ANY (%s)", names) == []
+    assert service.rows("SELECT * FROM memory.maintain()") == []
+
+
 def test_maintain_counts_the_lexemes_of_large_namespaces(big):
     conn = big["conn"]
     counts = conn.execute(
