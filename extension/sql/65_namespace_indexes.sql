@@ -167,38 +167,64 @@ BEGIN
 END
 $$;
 
--- Builds a namespace's own HNSW index. Its predicate repeats the filter every
--- search of one namespace writes, so the planner can prove it and use it. It
--- indexes COALESCE(embedding, embedding): the same values and dimensions, but
--- an expression only memory._nearest_own orders by, so the shared index cannot
--- serve that query and the planner cannot pick it instead by cost (their costs
--- were within 8% in a test, and a flip walked the shared graph at this
--- index's ef_search, missing rows).
--- A plain CREATE INDEX (CONCURRENTLY cannot run inside a function): writes to
--- the table wait until it is built, reads go on.
+-- The name a namespace's own index is built under by
+-- memory.maintenance_statements(), until it is valid and renamed: no search
+-- looks an index up by it, so none walks a graph still being built.
+CREATE OR REPLACE FUNCTION memory._building_index(kind text, org uuid, namespace_id uuid) RETURNS name
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (memory._namespace_index(kind, org, namespace_id) || '_building')::name $$;
+
+-- The statement that builds a namespace's own HNSW index as `index_name`. Its
+-- predicate repeats the filter every search of one namespace writes, so the
+-- planner can prove it and use it. It indexes COALESCE(embedding, embedding):
+-- the same values and dimensions, but an expression only
+-- memory._nearest_own orders by, so the shared index cannot serve that query
+-- and the planner cannot pick it instead by cost (their costs were within 8%
+-- in a test, and a flip walked the shared graph at this index's ef_search,
+-- missing rows).
+CREATE OR REPLACE FUNCTION memory._namespace_index_sql(kind text, org uuid, namespace_id uuid, index_name name,
+                                            nonblocking boolean) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('CREATE INDEX %s%I ON memory.%I USING hnsw ((COALESCE(embedding, embedding)) %I.%I) '
+                  'WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
+                  CASE WHEN nonblocking THEN 'CONCURRENTLY IF NOT EXISTS ' ELSE '' END, index_name, t.table_name,
+                  memory._vector_schema(), (memory._embedding_config()).type_name || '_cosine_ops', org, namespace_id)
+           || coalesce(' AND ' || t.live, '')
+    FROM memory._memory_tables() t WHERE t.kind = _namespace_index_sql.kind
+$$;
+
+-- The statement that gives a new own index the comment maintain() reads its
+-- namespace from.
+CREATE OR REPLACE FUNCTION memory._namespace_index_comment_sql(index_name name, org uuid, namespace_id uuid)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('COMMENT ON INDEX memory.%I IS %L', index_name,
+                  jsonb_build_object('organization_id', org, 'namespace_id', namespace_id)::text)
+$$;
+
+-- Builds a namespace's own HNSW index with a plain CREATE INDEX (CONCURRENTLY
+-- cannot run inside a function): writes to the table wait until it is built,
+-- reads go on. memory.maintenance_statements() builds them without the wait.
 CREATE OR REPLACE FUNCTION memory._create_namespace_index(kind text, org uuid, namespace_id uuid) RETURNS name
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    t record;
     index_name name := memory._namespace_index(kind, org, namespace_id);
-    config record := memory._embedding_config();
-    vector_schema name := memory._vector_schema();
 BEGIN
-    SELECT * INTO t FROM memory._memory_tables() m WHERE m.kind = _create_namespace_index.kind;
-    EXECUTE format('CREATE INDEX %I ON memory.%I USING hnsw ((COALESCE(embedding, embedding)) %I.%I) '
-                   'WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
-                   index_name, t.table_name, vector_schema, config.type_name || '_cosine_ops', org, namespace_id)
-         || coalesce(' AND ' || t.live, '');
-    -- What maintain() reads back to report a drop.
-    EXECUTE format('COMMENT ON INDEX memory.%I IS %L', index_name,
-                   jsonb_build_object('organization_id', org, 'namespace_id', namespace_id)::text);
+    EXECUTE memory._namespace_index_sql(kind, org, namespace_id, index_name, false);
+    EXECUTE memory._namespace_index_comment_sql(index_name, org, namespace_id);
     RETURN index_name;
 END
 $$;
 
--- Every namespace's own index of the `kind` table, with the namespace it serves.
+-- Every namespace's own index of the `kind` table, with the namespace it
+-- serves (not those still being built under their building name).
 CREATE OR REPLACE FUNCTION memory._namespace_indexes(kind text)
 RETURNS TABLE (index_name name, organization_id uuid, namespace_id uuid)
 LANGUAGE sql STABLE
@@ -210,18 +236,76 @@ AS $$
     JOIN pg_class c ON c.oid = i.indexrelid
     CROSS JOIN LATERAL (SELECT obj_description(c.oid, 'pg_class')::jsonb AS about) d
     WHERE t.kind = _namespace_indexes.kind AND c.relname LIKE t.table_name || '\_ns\_%'
+      AND c.relname NOT LIKE '%\_building'
 $$;
 
--- Drops every namespace's own index (the embedding column is about to change type).
+-- Indexes left under their building name on either table: a concurrent build
+-- that failed or was cancelled leaves one behind, invalid.
+CREATE OR REPLACE FUNCTION memory._building_indexes() RETURNS SETOF name
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.relname FROM memory._memory_tables() t
+    JOIN pg_index i ON i.indrelid = format('memory.%I', t.table_name)::regclass
+    JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE c.relname LIKE t.table_name || '\_ns\_%\_building'
+    ORDER BY 1
+$$;
+
+-- What the own indexes of the `kind` table need, in the order maintain()
+-- takes it: 'drop' for each index whose namespace has shrunk below half of
+-- namespace_index_min_rows (every one at 0), then by namespace 'create' for one
+-- at the line without an index and 'keep' for one that has its index.
+CREATE OR REPLACE FUNCTION memory._index_plan(kind text)
+RETURNS TABLE (step text, organization_id uuid, namespace_id uuid, live_rows bigint, index_name name)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    min_rows bigint := memory._setting_int('namespace_index_min_rows');
+    t record;
+    sizes jsonb;  -- {"<org>/<namespace>": live rows} of the namespaces at least half the line
+    x record;
+BEGIN
+    SELECT * INTO t FROM memory._memory_tables() m WHERE m.kind = _index_plan.kind;
+    EXECUTE format('SELECT coalesce(jsonb_object_agg(s.organization_id || ''/'' || s.namespace_id, s.n), ''{}'') '
+                   'FROM (SELECT r.organization_id, r.namespace_id, count(*) AS n FROM memory.%I r %s '
+                   'GROUP BY 1, 2 HAVING count(*) >= $1) s',
+                   t.table_name, coalesce('WHERE ' || t.live, ''))
+        INTO sizes USING greatest(1, (min_rows + 1) / 2);
+    FOR x IN SELECT * FROM memory._namespace_indexes(t.kind) ORDER BY 1 LOOP
+        CONTINUE WHEN min_rows > 0 AND sizes ? (x.organization_id || '/' || x.namespace_id);
+        step := 'drop'; organization_id := x.organization_id; namespace_id := x.namespace_id;
+        live_rows := memory._live_rows(t.kind, x.organization_id, ARRAY[x.namespace_id]);
+        index_name := x.index_name;
+        RETURN NEXT;
+    END LOOP;
+    FOR x IN SELECT k.org, k.ns, s.value::bigint AS n,
+                    to_regclass(format('memory.%I', memory._namespace_index(t.kind, k.org, k.ns))) IS NOT NULL AS own
+             FROM jsonb_each_text(sizes) s,
+                  LATERAL (SELECT split_part(s.key, '/', 1)::uuid AS org, split_part(s.key, '/', 2)::uuid AS ns) k
+             WHERE min_rows > 0 ORDER BY s.key LOOP
+        CONTINUE WHEN NOT x.own AND x.n < min_rows;  -- under the line, and none to keep
+        step := CASE WHEN x.own THEN 'keep' ELSE 'create' END;
+        organization_id := x.org; namespace_id := x.ns; live_rows := x.n;
+        index_name := memory._namespace_index(t.kind, x.org, x.ns);
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Drops every namespace's own index, and any left building (the embedding
+-- column is about to change type).
 CREATE OR REPLACE FUNCTION memory._drop_namespace_indexes() RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    i record;
+    index_name name;
 BEGIN
-    FOR i IN SELECT x.index_name FROM memory._memory_tables() t, memory._namespace_indexes(t.kind) x LOOP
-        EXECUTE format('DROP INDEX memory.%I', i.index_name);
+    FOR index_name IN SELECT x.index_name FROM memory._memory_tables() t, memory._namespace_indexes(t.kind) x
+                      UNION ALL SELECT b FROM memory._building_indexes() b LOOP
+        EXECUTE format('DROP INDEX memory.%I', index_name);
     END LOOP;
     DELETE FROM memory.namespace_lexemes;
 END
@@ -303,9 +387,9 @@ $$;
 
 -- Moves the facts of namespaces past exact_search_max_rows into the shared
 -- index, creates the own indexes namespaces have grown into and drops those
--- they have shrunk out of (service only). A namespace gets one at
--- namespace_index_min_rows live rows and keeps it down to half of that, so
--- one at the line is not rebuilt back and forth; 0 drops them all.
+-- they have shrunk out of (service only; memory._index_plan). A namespace gets
+-- one at namespace_index_min_rows live rows and keeps it down to half of that,
+-- so one at the line is not rebuilt back and forth; 0 drops them all.
 -- Idempotent, one maintainer at a time; returns what it changed.
 CREATE OR REPLACE FUNCTION memory.maintain()
 RETURNS TABLE (action text, kind text, organization_id uuid, namespace_id uuid, live_rows bigint, index_name name)
@@ -314,10 +398,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    min_rows bigint := memory._setting_int('namespace_index_min_rows');
     t record;
-    sizes jsonb;  -- {"<org>/<namespace>": live rows} of the namespaces at least half the line
     x record;
+    measured bigint;
 BEGIN
     PERFORM memory._require_service();
     PERFORM pg_advisory_xact_lock(hashtextextended('memory.maintain', 0));
@@ -340,38 +423,72 @@ BEGIN
     END LOOP;
     FOR t IN SELECT * FROM memory._memory_tables() LOOP
         kind := t.kind;
-        EXECUTE format('SELECT coalesce(jsonb_object_agg(s.organization_id || ''/'' || s.namespace_id, s.n), ''{}'') '
-                       'FROM (SELECT r.organization_id, r.namespace_id, count(*) AS n FROM memory.%I r %s '
-                       'GROUP BY 1, 2 HAVING count(*) >= $1) s',
-                       t.table_name, coalesce('WHERE ' || t.live, ''))
-            INTO sizes USING greatest(1, (min_rows + 1) / 2);
-        FOR x IN SELECT * FROM memory._namespace_indexes(t.kind) ORDER BY 1 LOOP
-            CONTINUE WHEN min_rows > 0 AND sizes ? (x.organization_id || '/' || x.namespace_id);
-            EXECUTE format('DROP INDEX memory.%I', x.index_name);
-            DELETE FROM memory.namespace_lexemes l
-            WHERE l.organization_id = x.organization_id AND l.namespace_id = x.namespace_id AND l.kind = t.kind;
-            action := 'dropped'; organization_id := x.organization_id; namespace_id := x.namespace_id;
-            live_rows := memory._live_rows(t.kind, x.organization_id, ARRAY[x.namespace_id]);
+        FOR x IN SELECT p.* FROM memory._index_plan(t.kind)
+                      WITH ORDINALITY p(step, organization_id, namespace_id, live_rows, index_name, n)
+                 ORDER BY p.n LOOP
+            organization_id := x.organization_id; namespace_id := x.namespace_id; live_rows := x.live_rows;
             index_name := x.index_name;
-            RETURN NEXT;
-        END LOOP;
-        FOR x IN SELECT k.org, k.ns, s.value::bigint AS n,
-                        to_regclass(format('memory.%I', memory._namespace_index(t.kind, k.org, k.ns))) AS own,
-                        (memory._own_index_about(t.kind, k.org, k.ns) ->> 'rows')::bigint AS measured
-                 FROM jsonb_each_text(sizes) s,
-                      LATERAL (SELECT split_part(s.key, '/', 1)::uuid AS org, split_part(s.key, '/', 2)::uuid AS ns) k
-                 WHERE min_rows > 0 ORDER BY s.key LOOP
-            CONTINUE WHEN x.own IS NULL AND x.n < min_rows;  -- under the line, and none to keep
-            IF x.own IS NULL THEN
-                action := 'created'; organization_id := x.org; namespace_id := x.ns; live_rows := x.n;
-                index_name := memory._create_namespace_index(t.kind, x.org, x.ns);
+            IF x.step = 'drop' THEN
+                EXECUTE format('DROP INDEX memory.%I', x.index_name);
+                action := 'dropped';
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            IF x.step = 'create' THEN
+                PERFORM memory._create_namespace_index(t.kind, x.organization_id, x.namespace_id);
+                action := 'created';
                 RETURN NEXT;
             END IF;
             -- What was measured follows the namespace within a quarter of its size.
-            IF x.own IS NULL OR x.measured IS NULL OR abs(x.n - x.measured) * 4 > x.measured THEN
-                PERFORM memory._measure_namespace_index(t.kind, x.org, x.ns, x.n);
+            measured := (memory._own_index_about(t.kind, x.organization_id, x.namespace_id) ->> 'rows')::bigint;
+            IF measured IS NULL OR abs(x.live_rows - measured) * 4 > measured THEN
+                PERFORM memory._measure_namespace_index(t.kind, x.organization_id, x.namespace_id, x.live_rows);
             END IF;
         END LOOP;
     END LOOP;
+    -- Counts of namespaces without their own index any more: dropped above or
+    -- by memory.maintenance_statements(), or erased with their user.
+    DELETE FROM memory.namespace_lexemes l
+    WHERE to_regclass(format('memory.%I', memory._namespace_index(l.kind, l.organization_id, l.namespace_id))) IS NULL;
+END
+$$;
+
+-- The statements that bring the own indexes where memory.maintain() would,
+-- without making writes wait (service only): CREATE INDEX CONCURRENTLY under
+-- the building name (memory._building_index) then a rename, so no search walks
+-- a graph before it is whole, and DROP INDEX CONCURRENTLY; first, the drop of
+-- any build left over by a failed run, and last, memory.maintain() for the
+-- rest (joins, measuring the new indexes). Each is to be run alone, outside a
+-- transaction block, by the tables' owner (psql's \gexec; `pgmemory maintain
+-- --concurrently`). Names are built with %I and namespaces with %L only.
+CREATE OR REPLACE FUNCTION memory.maintenance_statements() RETURNS SETOF text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+    x record;
+    building name;
+BEGIN
+    PERFORM memory._require_service();
+    FOR building IN SELECT * FROM memory._building_indexes() LOOP
+        RETURN NEXT format('DROP INDEX CONCURRENTLY IF EXISTS memory.%I', building);
+    END LOOP;
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        FOR x IN SELECT p.* FROM memory._index_plan(t.kind)
+                      WITH ORDINALITY p(step, organization_id, namespace_id, live_rows, index_name, n)
+                 WHERE p.step <> 'keep' ORDER BY p.n LOOP
+            IF x.step = 'drop' THEN
+                RETURN NEXT format('DROP INDEX CONCURRENTLY IF EXISTS memory.%I', x.index_name);
+                CONTINUE;
+            END IF;
+            building := memory._building_index(t.kind, x.organization_id, x.namespace_id);
+            RETURN NEXT memory._namespace_index_sql(t.kind, x.organization_id, x.namespace_id, building, true);
+            RETURN NEXT memory._namespace_index_comment_sql(building, x.organization_id, x.namespace_id);
+            RETURN NEXT format('ALTER INDEX memory.%I RENAME TO %I', building, x.index_name);
+        END LOOP;
+    END LOOP;
+    RETURN NEXT 'SELECT * FROM memory.maintain()';
 END
 $$;

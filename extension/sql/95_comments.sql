@@ -35,6 +35,8 @@ COMMENT ON FUNCTION memory.set_memory_embeddings(uuid[], text[], jsonb, text) IS
     'Service only: write a batch of embeddings, each only while its row still has the text it was computed from.';
 COMMENT ON FUNCTION memory.maintain() IS
     'Service only: move the facts of namespaces past exact_search_max_rows into the shared HNSW index, create the HNSW indexes of their own that large namespaces need and drop those of shrunk ones.';
+COMMENT ON FUNCTION memory.maintenance_statements() IS
+    'Service only: the statements that bring the namespaces'' own HNSW indexes where maintain() would without making writes wait (CREATE/DROP INDEX CONCURRENTLY), ending with maintain(); run each alone, outside a transaction, as the tables'' owner.';
 
 COMMENT ON FUNCTION memory.save_facts(uuid, jsonb, jsonb, double precision, real[]) IS
     'Save facts, refusing near-duplicates (cosine similarity >= threshold) of live facts and of earlier facts of the batch; vectors in the JSON, or as embeddings (one row per fact).';

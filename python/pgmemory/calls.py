@@ -734,6 +734,25 @@ def purge_documents() -> Call[int]:
 # ------------------------------------------------------------------ erasure and portability
 
 
+def maintain() -> Call[list[IndexChange]]:
+    return Call(
+        "SELECT action, kind, organization_id, namespace_id, live_rows, index_name"
+        " FROM memory.maintain()",
+        (),
+        lambda rows: [IndexChange(*row) for row in rows],
+    )
+
+
+# The last statement memory.maintenance_statements() hands out: maintain() itself.
+MAINTAIN_STATEMENT = "SELECT * FROM memory.maintain()"
+
+
+def maintenance_statements() -> Call[list[str]]:
+    return Call(
+        "SELECT s FROM memory.maintenance_statements() s", (), lambda rows: [r[0] for r in rows]
+    )
+
+
 def erase_user(org: Org, user_id: uuid.UUID | str) -> Call[dict[str, int]]:
     return Call(
         "SELECT memory.erase_user(%s::uuid, %s::uuid)",
@@ -786,6 +805,20 @@ class CapturedFact:
     id: uuid.UUID | None
     fact_id: uuid.UUID | None
     status: str
+
+
+@dataclass(frozen=True)
+class IndexChange:
+    """One change `maintain` made: `action` `created` or `dropped` (a namespace's own
+    index on the `kind` table, `fact` or `message`) or `joined` (a namespace's facts
+    moved into the shared index, `facts_embedding_idx`)."""
+
+    action: str
+    kind: str
+    organization_id: uuid.UUID
+    namespace_id: uuid.UUID
+    live_rows: int
+    index_name: str
 
 
 @dataclass(frozen=True)

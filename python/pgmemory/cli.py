@@ -421,6 +421,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("org", type=_uuid, metavar="ORG")
     sub.add_argument("file", metavar="FILE", help="an export's JSON; - reads stdin")
 
+    sub = command(
+        "maintain",
+        cmd_maintain,
+        "give large namespaces HNSW indexes of their own, drop those of shrunk ones",
+    )
+    sub.add_argument(
+        "--concurrently",
+        action="store_true",
+        help="build and drop them without making writes wait (the login must own the tables)",
+    )
+
     sub = command("erase-user", cmd_erase_user, "delete everything of a user in an organization")
     sub.add_argument("org", type=_uuid, metavar="ORG")
     sub.add_argument("user_id", type=_uuid, metavar="USER")
@@ -841,6 +852,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
         counts = _acting(args, mem).import_(args.org, data, args.ns)
     _emit(args, f"imported {_counts(counts)}", counts)
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        changes = mem.maintain(concurrently=args.concurrently)
+    lines = [
+        f"{c.action} {c.kind} {c.organization_id}/{c.namespace_id} ({c.live_rows} rows) {c.index_name}"
+        for c in changes
+    ]
+    _emit(args, "\n".join(lines) or "nothing to change", changes)
     return 0
 
 

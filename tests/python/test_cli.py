@@ -31,6 +31,7 @@ from psycopg.types.json import Jsonb
 from pgmemory import Memory, install
 from pgmemory import cli as pgmemory_cli
 from pgmemory import server as embedded
+from tests.conftest import SERVICE_LOGIN
 from tests.python.scripted_models import ScriptedServer, scripted
 
 PGMEMORY = Path(sys.executable).with_name("pgmemory")  # the console script of pyproject
@@ -823,3 +824,58 @@ def test_configure_embeddings_asks_before_turning_embeddings_pending(
     )
     with Memory(dsn, service=True) as mem:
         assert mem.embedding_status()["pending"] == 1
+
+
+# ------------------------------------------------------------------ maintain
+
+
+def test_maintain(cli: Cli, dsn: str, login_dsn, tmp_path: Path, org: uuid.UUID, user: uuid.UUID):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT memory.configure_embeddings(4)")
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', '30')")
+        facts = [{"content": f"fact {n}", "embedding": [1.0, n, 0.5, -n]} for n in range(40)]
+        conn.execute(
+            "SELECT count(*) FROM memory.save_facts(%s, %s, %s, 1.0)",
+            (org, Jsonb(facts), Jsonb({"owner_id": str(user)})),
+        )
+        ns, name = conn.execute(
+            "SELECT n, memory._namespace_index('fact', %s, n)"
+            " FROM memory._namespace_id(%s, 'user', %s, NULL) n",
+            (org, org, user),
+        ).fetchone()
+
+        def own_indexes() -> list[tuple[str, bool]]:
+            return conn.execute(
+                "SELECT c.relname::text, i.indisvalid FROM pg_index i"
+                " JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname ~ '^facts_ns_'"
+            ).fetchall()
+
+        # Concurrently: the index is built by the statements; maintain() then has nothing left.
+        assert cli("maintain", "--concurrently", "--json").json() == []
+        assert own_indexes() == [(name, True)]
+        assert cli("maintain") == Result(0, "nothing to change\n", "")
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', '0')")
+        assert cli("maintain", "--json").json() == [
+            {
+                "action": "dropped",
+                "kind": "fact",
+                "organization_id": str(org),
+                "namespace_id": str(ns),
+                "live_rows": 40,
+                "index_name": name,
+            }
+        ]
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', '30')")
+        assert cli("maintain") == Result(0, f"created fact {org}/{ns} (40 rows) {name}\n", "")
+        conn.execute("SELECT memory.configure('namespace_index_min_rows', '0')")
+        # A login of the service that does not own the tables may not build concurrently.
+        service_login = base_env(tmp_path, PGMEMORY_DSN=login_dsn(SERVICE_LOGIN))
+        refused = cli("maintain", "--concurrently", env=service_login)
+        assert refused == Result(
+            1,
+            "",
+            f"pgmemory: PGMEMORY_SETUP: must be owner of index {name}: CREATE and DROP INDEX"
+            " CONCURRENTLY need the owner of memory.facts and memory.messages; connect as that"
+            " role, or maintain without concurrently\n",
+        )
+        assert own_indexes() == [(name, True)]

@@ -37,6 +37,7 @@ CROSS_ORGANIZATION = {
     "pending_embeddings",
     "set_memory_embeddings",
     "maintain",
+    "maintenance_statements",
     "pending_captures",
     "fail_capture",
     "capture_facts",

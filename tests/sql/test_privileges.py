@@ -46,7 +46,9 @@ def test_dynamic_sql_is_confined_and_quoted(db):
     """Few functions build SQL at run time: the plug-in binding from a validated
     regprocedure, the jobs over facts and messages from the table names of
     memory._memory_tables(), and the namespaces' own indexes from names derived
-    from them; every statement through format()."""
+    from them; every statement through format(), or through one of the two
+    builders of an own index's statements (checked here the same way), which
+    memory.maintenance_statements() also hands out to be run."""
     dynamic = {
         name: src
         for name, _, _, src in _functions(db)
@@ -57,6 +59,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         "memory._count_lexemes(text,uuid,uuid,bigint)",
         "memory._create_namespace_index(text,uuid,uuid)",
         "memory._drop_namespace_indexes()",
+        "memory._index_plan(text)",
         "memory._keep_vectors_inline()",
         "memory._measure_namespace_index(text,uuid,uuid,bigint)",
         "memory._rederive_search_text()",
@@ -70,6 +73,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         "memory._count_lexemes(text,uuid,uuid,bigint)",
         "memory._create_namespace_index(text,uuid,uuid)",
         "memory._drop_namespace_indexes()",
+        "memory._index_plan(text)",
         "memory._measure_namespace_index(text,uuid,uuid,bigint)",
     )
     for name, src in dynamic.items():
@@ -79,12 +83,32 @@ def test_dynamic_sql_is_confined_and_quoted(db):
             assert "memory._memory_tables()" in src or "memory._namespace_index(" in src, name
         else:
             assert "FOR t IN SELECT * FROM memory._memory_tables() LOOP" in src, name
-        assert "memory.%" in src, name
+        assert "memory.%" in src or "EXECUTE memory._namespace_index_sql(" in src, name
         assert not re.search(r"memory\.%(?!(\d+\$)?I)", src), name  # a table or index name: %I
+    builders = {
+        name: src
+        for name, _, _, src in _functions(db)
+        if name.startswith(("memory._namespace_index_sql(", "memory._namespace_index_comment_sql("))
+    }
+    assert len(builders) == 2
+    for name, src in builders.items():
+        assert src.strip().startswith("SELECT format('"), name
+        assert "memory.%I" in src and not re.search(r"memory\.%(?!I)", src), name
+        assert not re.search(r"%s(?!%I)", src), name  # only the fixed CONCURRENTLY clause
     for src in dynamic.values():
         for line in src.splitlines():
             if re.match(r"\s*(RETURN QUERY )?EXECUTE\b", line):
-                assert "EXECUTE format(" in line, line
+                assert re.search(
+                    r"EXECUTE (format\(|memory\._namespace_index_(comment_)?sql\()", line
+                ), line
+    statements = next(src for name, _, _, src in _functions(db) if "maintenance_statements" in name)
+    for line in statements.splitlines():
+        if "RETURN NEXT" in line:
+            assert re.search(
+                r"RETURN NEXT (format\('[^']*memory\.%I|memory\._namespace_index_(comment_)?sql\(|"
+                r"'SELECT \* FROM memory\.maintain\(\)';)",
+                line,
+            ), line
     assert (
         "BEGIN ATOMIC SELECT %I.%I($1, $2, $3); END"
         in dynamic["memory._bind_permission_check(regprocedure)"]

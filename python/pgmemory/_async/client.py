@@ -27,6 +27,7 @@ from ..calls import (
     FactInfo,
     FileContent,
     FileInfo,
+    IndexChange,
     MessageHit,
     Org,
     PendingCapture,
@@ -180,6 +181,24 @@ class AsyncMemory(Client):
         """The configured `dimensions` and `type`, and how many memories are `embedded`
         (what a change of either turns pending) or `pending` (service only)."""
         return await self._source.execute(self._claims, calls.embedding_status())
+
+    async def maintain(self, *, concurrently: bool = False) -> list[IndexChange]:
+        """Give large namespaces HNSW indexes of their own and drop those of shrunk ones,
+        and move namespaces past the exact-search line into the shared index (service
+        only); returns what changed (docs/archival.md, "Large namespaces").
+
+        `concurrently`: build and drop the indexes with CREATE / DROP INDEX CONCURRENTLY
+        (`memory.maintenance_statements`), so that no write waits for a build; the
+        connection's login must own the tables. The indexes it built are not among the
+        changes returned, which are what `memory.maintain()` still did after them.
+        """
+        if not concurrently:
+            return await self._source.execute(self._claims, calls.maintain())
+        statements = await self._source.execute(self._claims, calls.maintenance_statements())
+        if statements[-1:] != [calls.MAINTAIN_STATEMENT]:
+            raise RuntimeError(f"unexpected maintenance statements: {statements[-1:]}")
+        await self._source.run_alone(statements[:-1])
+        return await self._source.execute(self._claims, calls.maintain())
 
     async def erase_user(self, org: Org, user_id: Id) -> dict[str, int]:
         """Delete every file, fact and message of a user in an organization, and their

@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool
 
 from .._common import SET_CLAIMS, closed_error
 from ..calls import Call, RealRows, RealRowsDumper, Rows, T
-from ..errors import translate
+from ..errors import SetupError, translate
 
 IDLE = psycopg.pq.TransactionStatus.IDLE
 PIPELINE = psycopg.capabilities.has_pipeline()
@@ -80,6 +80,35 @@ class Source:
             if self._dsn is not None and self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    def run_alone(self, statements: list[str]) -> None:
+        """Each statement on its own, outside any transaction block (what CREATE INDEX
+        CONCURRENTLY needs), as the connection's login; a psycopg error is raised
+        translated."""
+        login = None
+        try:
+            with self.connection() as conn:
+                login = conn.info.user
+                autocommit = conn.autocommit
+                if not autocommit:
+                    conn.set_autocommit(True)
+                try:
+                    for statement in statements:
+                        conn.execute(statement.encode())
+                finally:
+                    if not autocommit and (not conn.closed):
+                        with suppress(psycopg.Error):
+                            conn.set_autocommit(False)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise SetupError(
+                f"{exc}: CREATE and DROP INDEX CONCURRENTLY need the owner of memory.facts and memory.messages; connect as that role, or maintain without concurrently",
+                sqlstate=exc.sqlstate,
+            ) from exc
+        except psycopg.Error as exc:
+            err = translate(exc, login)
+            if err is exc:
+                raise
+            raise err from exc
 
     def execute(self, claims: str | None, call: Call[T]) -> T:
         """Run `call` in one transaction as `claims`; a psycopg error is raised translated.
