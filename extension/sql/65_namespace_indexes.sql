@@ -449,7 +449,11 @@ BEGIN
     -- Counts of namespaces without their own index any more: dropped above or
     -- by memory.maintenance_statements(), or erased with their user.
     DELETE FROM memory.namespace_lexemes l
-    WHERE to_regclass(format('memory.%I', memory._namespace_index(l.kind, l.organization_id, l.namespace_id))) IS NULL;
+    USING (SELECT n.* FROM (SELECT DISTINCT d.kind, d.organization_id, d.namespace_id
+                            FROM memory.namespace_lexemes d OFFSET 0) n  -- looked up per namespace, not per lexeme
+           WHERE to_regclass(format('memory.%I', memory._namespace_index(n.kind, n.organization_id, n.namespace_id)))
+                 IS NULL) gone
+    WHERE (l.kind, l.organization_id, l.namespace_id) = (gone.kind, gone.organization_id, gone.namespace_id);
 END
 $$;
 
