@@ -8,7 +8,6 @@ measured and how, as docs/benchmarks.md shows it.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -46,7 +45,7 @@ One `embed` call with all {texts:,} texts (the embedder sorts them by length and
 
 ### The pipeline: embed_pending against the raw embedder
 
-The same texts saved without embeddings — {facts:,} as facts (`archival.save_extracted`), {messages:,} as messages (`recall.index`) — then `Memory(dsn, embedder, service=True).embed_pending(batch={batch})`: per batch `memory.pending_embeddings` leases the rows (claim), one embedder call embeds their texts, one `memory.set_memory_embeddings` writes the vectors back (sent as JSON, validated, then an UPDATE that also inserts into the HNSW index). Against it, the raw embedder on the same texts in batches of {batch}. {rounds} rounds; in each, raw and pipeline run back to back, their order alternating between rounds, and the tables are refilled before each; the ratio is taken per round, then its median. Thin timers around the client's connection source and embedder split the pipeline's time.
+The same texts saved without embeddings — {facts:,} as facts (`archival.save_extracted`), {messages:,} as messages (`recall.index`) — then `Memory(dsn, embedder, service=True).embed_pending(batch={batch})`: per batch `memory.pending_embeddings` leases the rows (claim), one embedder call embeds their texts, one `memory.set_memory_embeddings` writes the vectors back (bound in binary as one 2-D `real[]`, validated, then an UPDATE that also inserts into the HNSW index). Against it, the raw embedder on the same texts in batches of {batch}. {rounds} rounds; in each, raw and pipeline run back to back, their order alternating between rounds, and the tables are refilled before each; the ratio is taken per round, then its median. Thin timers around the client's connection source and embedder split the pipeline's time.
 
 {pipeline}
 
@@ -54,7 +53,7 @@ The same texts saved without embeddings — {facts:,} as facts (`archival.save_e
 
 ![embed_pending against the raw embedder](../bench/results/{name}.png)
 
-The write takes {write:.2f} ms per text: the same rows written as binary vectors by a plain UPDATE take {floor:.2f} ms (the UPDATE with its HNSW insert), so the vectors' JSON transport adds {transport:.2f} ms (the client's encoding alone: {encode:.2f} ms). `embed_pending` writes a batch in a second thread while it embeds the next; with onnxruntime's default threads the embedder already uses both cores of this machine, so the database's work for the write still takes CPU from it.
+The write takes {write:.2f} ms per text: the same rows written by a plain UPDATE with the same binary vectors take {floor:.2f} ms (the UPDATE with its HNSW insert), so the call itself (the lease check, validation and the conversion to vectors) adds {transport:.2f} ms (the client's binary encoding alone: {encode:.2f} ms). `embed_pending` writes a batch in a second thread while it embeds the next; with onnxruntime's default threads the embedder already uses both cores of this machine, so the database's work for the write still takes CPU from it.
 {others}
 Reproduce: `.venv/bin/python -m bench.embed{quick}` (`--n`, `--repeat`, `--batch`, `--threads`)."""
 OTHER_THREADS = """
@@ -124,7 +123,7 @@ def pipeline(result: Result, texts: list[str], batch: int, rounds: int, threads:
     from pgvector.psycopg import register_vector
 
     from pgmemory import Memory
-    from pgmemory.calls import _json_vector
+    from pgmemory.calls import RealRows, RealRowsDumper
 
     embedder = _embedder(threads)
     embedder.embed(["warm up"])
@@ -171,8 +170,8 @@ def pipeline(result: Result, texts: list[str], batch: int, rounds: int, threads:
         vectors = dict(zip(texts, embedder.embed(texts), strict=True))
 
         def floor_round() -> dict[str, float]:
-            """The write without the JSON transport: plain UPDATEs with binary vectors;
-            and the client's JSON encoding of the same vectors alone."""
+            """The write without the call: plain UPDATEs with binary vectors; and the
+            client's binary encoding of the same vectors alone."""
             pending = admin.execute(
                 "SELECT id, content FROM memory.facts WHERE embedding IS NULL "
                 "UNION ALL SELECT id, content FROM memory.messages WHERE embedding IS NULL"
@@ -191,9 +190,10 @@ def pipeline(result: Result, texts: list[str], batch: int, rounds: int, threads:
             floor = 1000 * (time.perf_counter() - t0) / len(pending)
             t0 = time.perf_counter()
             for i in range(0, len(texts), batch):
-                json.dumps([_json_vector(vectors[t]) for t in texts[i : i + batch]])
+                rows = RealRows.of([vectors[t] for t in texts[i : i + batch]])
+                RealRowsDumper(RealRows).dump(rows)
             encode = 1000 * (time.perf_counter() - t0) / len(texts)
-            return {"write_floor_ms": floor, "json_encode_ms": encode}
+            return {"write_floor_ms": floor, "encode_ms": encode}
 
         for r in range(rounds):
             fill()
@@ -208,7 +208,7 @@ def pipeline(result: Result, texts: list[str], batch: int, rounds: int, threads:
                 f"round {r + 1}: raw {got['raw_texts_per_s']:.0f} texts/s, embed_pending "
                 f"{got['pipeline_texts_per_s']:.0f} texts/s (ratio {got['ratio']:.3f}); ms per "
                 "text: " + ", ".join(f"{k} {got[k + '_ms']:.2f}" for k in PARTS) + "; write "
-                f"floor {got['write_floor_ms']:.2f}, JSON encoding {got['json_encode_ms']:.2f}"
+                f"floor {got['write_floor_ms']:.2f}, encoding {got['encode_ms']:.2f}"
             )
         admin.close()
         filler.close()
@@ -285,10 +285,10 @@ def breakdown_table(p: Row) -> str:
     labels = {
         "claim": "claim: `memory.pending_embeddings`",
         "embed": "embed: `LocalEmbedder.embed`",
-        "write": "write: `memory.set_memory_embeddings` (JSON encoding, transfer, validation, "
+        "write": "write: `memory.set_memory_embeddings` (binary encoding, transfer, validation, "
         "UPDATE, HNSW insert), in a second thread while the next batch is embedded",
         "other": "waiting for a write, and the loop",
-        "json_encode": "for comparison: the JSON encoding of the vectors alone (client)",
+        "encode": "for comparison: the binary encoding of the vectors alone (client)",
         "write_floor": "for comparison: plain `UPDATE … FROM unnest(ids, vectors::vector[])`, "
         "binary vectors, same rows and indexes",
     }
@@ -348,7 +348,7 @@ def markdown(r: Result) -> str:
         write=write,
         floor=floor,
         transport=max(write - floor, 0),
-        encode=p["json_encode_ms"]["median"],
+        encode=p["encode_ms"]["median"],
         others="".join(fill(OTHER_THREADS, q, table=pipeline_table(q)) for q in others),
     )
 
@@ -381,7 +381,7 @@ def figure(plt: Any, r: Result) -> Any:
     over = [
         ("claim\n(pending_embeddings)", p["claim_ms"], "#6a994e"),
         ("write\n(set_memory_embeddings)", p["write_ms"], "#d9822b"),
-        ("  of it: JSON\nencoding (client)", p["json_encode_ms"], "#f2c49b"),
+        ("  of it: binary\nencoding (client)", p["encode_ms"], "#f2c49b"),
         ("plain UPDATE,\nbinary vectors", p["write_floor_ms"], "#9bb7d4"),
     ]
     y = list(range(len(over)))[::-1]

@@ -131,6 +131,16 @@ def service(as_: Callable[..., Principal]) -> Principal:
 
 
 @pytest.fixture
+def dims4(service: Principal) -> Principal:
+    """The service, with embeddings configured to 4 dimensions (small vectors by hand)."""
+    assert service.value("SELECT memory.configure_embeddings(4)") == {
+        "dimensions": 4,
+        "type": "vector",
+    }
+    return service
+
+
+@pytest.fixture
 def org() -> uuid.UUID:
     return uuid.uuid4()
 

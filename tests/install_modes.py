@@ -39,6 +39,7 @@ UPGRADE = [
     "tests/sql/test_core.py",
     "tests/sql/test_facts.py",
     "tests/sql/test_save_facts_binary.py",  # save_facts' signature changed in 0.2.0
+    "tests/sql/test_set_embeddings_binary.py",  # and set_memory_embeddings'
     "tests/sql/test_search_join.py",  # memory._rank's row estimate is new in 0.2.0
     "tests/sql/test_maintenance_statements.py",  # new in 0.2.0, with the helpers it shares
 ]

@@ -254,10 +254,13 @@ BEGIN
 END
 $$;
 
--- Writes a batch of vectors in one call (service only). Every vector is
--- checked before anything is written; a row whose text changed since its
--- hash was handed out keeps waiting. Returns the number of rows written.
-CREATE OR REPLACE FUNCTION memory.set_memory_embeddings(ids uuid[], content_hashes text[], vectors jsonb, model text DEFAULT NULL)
+-- Writes a batch of vectors in one call (service only): as JSON in `vectors`,
+-- or as `embeddings`, a 2-D real[] with one row per id that a client binds in
+-- binary (no JSON to encode or parse: bench/embed.py). Every vector is checked
+-- before anything is written; a row whose text changed since its hash was
+-- handed out keeps waiting. Returns the number of rows written.
+CREATE OR REPLACE FUNCTION memory.set_memory_embeddings(ids uuid[], content_hashes text[], vectors jsonb, model text DEFAULT NULL,
+                                             embeddings real[] DEFAULT NULL)
 RETURNS int
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -267,9 +270,41 @@ DECLARE
     written int := 0;
     table_written int;
     t record;
-    embeddings @extschema:vector@.vector[];
+    vecs @extschema:vector@.vector[];
 BEGIN
     PERFORM memory._require_service();
+    IF embeddings IS NOT NULL THEN
+        IF vectors IS NOT NULL THEN
+            PERFORM memory._fail('EMBEDDING_INVALID', 'give the vectors either as JSON or as embeddings, not both');
+        END IF;
+        IF ids IS NULL OR content_hashes IS NULL OR cardinality(ids) <> cardinality(content_hashes) THEN
+            PERFORM memory._fail('EMBEDDING_INVALID',
+                format('expected one content hash per id: %s ids, %s hashes', cardinality(ids), cardinality(content_hashes)));
+        END IF;
+        vecs := memory._embedding_rows(embeddings, cardinality(ids), 'id', 'ids');
+    ELSE
+        vecs := memory._embedding_batch_json(ids, content_hashes, vectors);
+    END IF;
+    FOR t IN SELECT * FROM memory._memory_tables() LOOP
+        EXECUTE format('UPDATE memory.%I r SET embedding = b.embedding, embedding_model = $4, lease_until = NULL'
+                       ' FROM unnest($1, $2, $3) AS b(id, hash, embedding)'
+                       ' WHERE r.id = b.id AND r.content_hash = b.hash', t.table_name)
+        USING ids, content_hashes, vecs, model;
+        GET DIAGNOSTICS table_written = ROW_COUNT;
+        written := written + table_written;
+    END LOOP;
+    RETURN written;
+END
+$$;
+
+-- set_memory_embeddings' JSON `vectors` as vectors in order, one per id and
+-- content hash, or EMBEDDING_INVALID.
+CREATE OR REPLACE FUNCTION memory._embedding_batch_json(ids uuid[], content_hashes text[], vectors jsonb)
+RETURNS @extschema:vector@.vector[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     IF ids IS NULL OR content_hashes IS NULL OR jsonb_typeof(vectors) IS DISTINCT FROM 'array'
        OR cardinality(ids) <> cardinality(content_hashes) OR cardinality(ids) <> jsonb_array_length(vectors) THEN
         PERFORM memory._fail('EMBEDDING_INVALID',
@@ -282,16 +317,7 @@ BEGIN
         PERFORM memory._fail('EMBEDDING_INVALID', 'vectors of mixed lengths in one batch');
     END IF;
     -- Every vector is parsed (and checked) once, before anything is written.
-    embeddings := ARRAY(SELECT memory._embedding_json(v) FROM jsonb_array_elements(vectors) WITH ORDINALITY x(v, n)
-                        ORDER BY n);
-    FOR t IN SELECT * FROM memory._memory_tables() LOOP
-        EXECUTE format('UPDATE memory.%I r SET embedding = b.embedding, embedding_model = $4, lease_until = NULL'
-                       ' FROM unnest($1, $2, $3) AS b(id, hash, embedding)'
-                       ' WHERE r.id = b.id AND r.content_hash = b.hash', t.table_name)
-        USING ids, content_hashes, embeddings, model;
-        GET DIAGNOSTICS table_written = ROW_COUNT;
-        written := written + table_written;
-    END LOOP;
-    RETURN written;
+    RETURN ARRAY(SELECT memory._embedding_json(v) FROM jsonb_array_elements(vectors) WITH ORDINALITY x(v, n)
+                 ORDER BY n);
 END
 $$;

@@ -31,8 +31,8 @@ COMMENT ON FUNCTION memory.embedding_status() IS
     'Service only: the configured embedding, and how many memories have one or wait for one.';
 COMMENT ON FUNCTION memory.pending_embeddings(integer) IS
     'Service only: lease up to max memories that wait for an embedding.';
-COMMENT ON FUNCTION memory.set_memory_embeddings(uuid[], text[], jsonb, text) IS
-    'Service only: write a batch of embeddings, each only while its row still has the text it was computed from.';
+COMMENT ON FUNCTION memory.set_memory_embeddings(uuid[], text[], jsonb, text, real[]) IS
+    'Service only: write a batch of embeddings (JSON vectors, or embeddings with one row per id), each only while its row still has the text it was computed from.';
 COMMENT ON FUNCTION memory.maintain() IS
     'Service only: move the facts of namespaces past exact_search_max_rows into the shared HNSW index, create the HNSW indexes of their own that large namespaces need and drop those of shrunk ones.';
 COMMENT ON FUNCTION memory.maintenance_statements() IS

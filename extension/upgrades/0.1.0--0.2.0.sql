@@ -76,6 +76,8 @@ DROP FUNCTION memory._text_ranked(text, uuid, uuid[], text, tsquery, int, tstzra
 
 -- memory.save_facts takes the facts' vectors as a trailing real[] (embeddings).
 DROP FUNCTION memory.save_facts(uuid, jsonb, jsonb, double precision);
+-- memory.set_memory_embeddings takes the batch's vectors as a trailing real[] too.
+DROP FUNCTION memory.set_memory_embeddings(uuid[], text[], jsonb, text);
 
 -- The shared HNSW index holds only the facts of namespaces past
 -- exact_search_max_rows. Every fact is in it today, so every fact starts in;

@@ -540,15 +540,15 @@ def pending_embeddings(batch: int) -> Call[list[PendingText]]:
 def set_memory_embeddings(
     pending: Sequence[PendingText], vectors: Sequence[Vector], model: str | None
 ) -> Call[int]:
-    # A count mismatch is left to the database (EMBEDDING_INVALID, nothing written).
+    """The vectors as `embeddings`, a binary `real[]` with one row per text (as
+    `save_facts` sends them); vectors of different lengths go as JSON, where the
+    database says which one is wrong. A count mismatch is left to the database too
+    (EMBEDDING_INVALID, nothing written)."""
+    matrix = RealRows.of(vectors) if vectors else None
+    as_json = None if matrix is not None else _json([_json_vector(v) for v in vectors])
     return Call(
-        "SELECT memory.set_memory_embeddings(%s::uuid[], %s::text[], %s::jsonb, %s::text)",
-        (
-            [p.id for p in pending],
-            [p.content_hash for p in pending],
-            _json([_json_vector(v) for v in vectors]),
-            model,
-        ),
+        "SELECT memory.set_memory_embeddings(%s::uuid[], %s::text[], %s::jsonb, %s::text, %b::real[])",
+        ([p.id for p in pending], [p.content_hash for p in pending], as_json, model, matrix),
         _value,
     )
 

@@ -14,15 +14,6 @@ from tests.support import Failure
 OWNER = {"owner_id": "22222222-2222-2222-2222-222222222222"}
 
 
-@pytest.fixture
-def dims4(service):
-    assert service.value("SELECT memory.configure_embeddings(4)") == {
-        "dimensions": 4,
-        "type": "vector",
-    }
-    return service
-
-
 def _unit_with_cosine(c: float) -> list[float]:
     """A unit vector whose cosine with [1, 0, 0, 0] is exactly c (up to float4)."""
     return [c, math.sqrt(1 - c * c), 0.0, 0.0]

@@ -70,15 +70,6 @@ def _tables(db: psycopg.Connection) -> dict[str, list[str]]:
     }
 
 
-@pytest.fixture
-def dims4(service: Principal) -> Principal:
-    assert service.value("SELECT memory.configure_embeddings(4)") == {
-        "dimensions": 4,
-        "type": "vector",
-    }
-    return service
-
-
 # ---------------------------------------------------------------- erase_user
 
 

@@ -67,7 +67,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         "memory.embedding_status()",
         "memory.maintain()",
         "memory.pending_embeddings(integer)",
-        "memory.set_memory_embeddings(uuid[],text[],jsonb,text)",
+        "memory.set_memory_embeddings(uuid[],text[],jsonb,text,real[])",
     ]
     own_index_helpers = (
         "memory._count_lexemes(text,uuid,uuid,bigint)",

@@ -10,12 +10,6 @@ from tests.conftest import USER_LOGIN
 from tests.support import Failure, user_claims
 
 
-@pytest.fixture
-def dims4(service):
-    service.value("SELECT memory.configure_embeddings(4)")
-    return service
-
-
 def _message(owner, chat, mid, content, **extra):
     return {
         "id": mid,

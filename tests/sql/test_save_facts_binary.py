@@ -58,12 +58,6 @@ EXPECTED = [
 ]
 
 
-@pytest.fixture
-def dims4(service):
-    service.value("SELECT memory.configure_embeddings(4)")
-    return service
-
-
 def _shown(service, rows) -> list[tuple]:
     """(ord, saved, the content duplicated, similarity) of save_facts' rows."""
     content = dict(service.rows("SELECT id, content FROM memory.facts"))
