@@ -57,7 +57,7 @@ Server: `shared_buffers` {shared_buffers} (set so the indexes fit, as pgvector a
 
 The plain query needs `AND forgotten_at IS NULL AND in_shared_index`, the partial HNSW index's predicate, to use the index at all (in this layout every namespace past `exact_search_max_rows` has joined the index, so for those it loses no fact); written without it the planner scans the table ({plan}): {p50_ms:,.0f} ms per query (p50 of 5).
 
-Latency: median over {rounds} rounds of each round's p50/p95 (min..max of rounds), {queries} queries per group per round, k = 10.
+Latency: median over {rounds} rounds of each round's p50/p95 (min..max of rounds), {queries} queries per group per round, k = 10. The groups are measured after the ladder and the `ef_search` table below (which join some namespaces under the line to the shared index and VACUUM the table), so that the table differs between these rows and those after `memory.maintain()` only by what `maintain()` did.
 
 {groups}
 
