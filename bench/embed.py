@@ -184,7 +184,7 @@ def pipeline(result: Result, texts: list[str], batch: int, rounds: int, threads:
                     for tbl in ("facts", "messages"):
                         admin.execute(
                             f"UPDATE memory.{tbl} t SET embedding = b.v, lease_until = NULL "
-                            "FROM unnest(%s::uuid[], %s::vector[]) b(id, v) WHERE t.id = b.id",
+                            "FROM unnest(%s::uuid[], %b::vector[]) b(id, v) WHERE t.id = b.id",
                             (ids, vecs),
                         )
             floor = 1000 * (time.perf_counter() - t0) / len(pending)
