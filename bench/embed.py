@@ -53,7 +53,7 @@ The same texts saved without embeddings — {facts:,} as facts (`archival.save_e
 
 ![embed_pending against the raw embedder](../bench/results/{name}.png)
 
-The write takes {write:.2f} ms per text: the same rows written by a plain UPDATE with the same binary vectors take {floor:.2f} ms (the UPDATE with its HNSW insert), so the call itself (the lease check, validation and the conversion to vectors) adds {transport:.2f} ms (the client's binary encoding alone: {encode:.2f} ms). `embed_pending` writes a batch in a second thread while it embeds the next; with onnxruntime's default threads the embedder already uses both cores of this machine, so the database's work for the write still takes CPU from it.
+The write takes {write:.2f} ms per text: the same rows written by a plain UPDATE with the same binary vectors take {floor:.2f} ms (the UPDATE with its HNSW insert), so the call itself (the hash check, validation and the conversion to vectors) and the CPU it shares with the embedder, which runs meanwhile in the other thread, add {transport:.2f} ms (the client's binary encoding alone: {encode:.2f} ms; with onnxruntime on one thread, below, the write takes {write_one:.2f} ms against a floor of {floor_one:.2f} ms). `embed_pending` writes a batch in a second thread while it embeds the next; with onnxruntime's default threads the embedder already uses both cores of this machine, so the database's work for the write still takes CPU from it.
 {others}
 Reproduce: `.venv/bin/python -m bench.embed{quick}` (`--n`, `--repeat`, `--batch`, `--threads`)."""
 OTHER_THREADS = """
@@ -349,6 +349,8 @@ def markdown(r: Result) -> str:
         floor=floor,
         transport=max(write - floor, 0),
         encode=p["encode_ms"]["median"],
+        write_one=(others or [p])[0]["write_ms"]["median"],
+        floor_one=(others or [p])[0]["write_floor_ms"]["median"],
         others="".join(fill(OTHER_THREADS, q, table=pipeline_table(q)) for q in others),
     )
 
