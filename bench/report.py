@@ -60,6 +60,8 @@ make bench-full   # the full scale (search at 1,000,000 facts: up to an hour), t
 .venv/bin/python -m bench.search [--quick]   # filtered hybrid search at scale
 .venv/bin/python -m bench.tenants [--quick]  # huge tenants vs their own table's index
 .venv/bin/python -m bench.tenants --graphs   # the own index's HNSW build parameters (bench/results/tenants-graphs.md)
+.venv/bin/python -m bench.search --vectors isotropic   # the same on the earlier, far harder vectors (also bench.tenants)
+.venv/bin/python -m bench.vectors   # the generated vectors against real embeddings (bench/results/vectors.md)
 .venv/bin/python -m bench.core   [--quick]   # memory.run vs the local memory tool
 .venv/bin/python -m bench.client [--quick]   # a client call vs the same SQL by hand
 .venv/bin/python -m bench.dedupe [--quick]   # save_facts vs client-side loops

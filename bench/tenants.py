@@ -47,13 +47,13 @@ from bench._common import (
     table,
     timed,
 )
-from bench.search import Corpus, kept_load, zipf_sizes
+from bench.search import VECTOR_KINDS, Corpus, kept_load, vectors_text, zipf_sizes
 from pgvector.psycopg import register_vector
 
 SECTION = """\
-## Huge tenants at the speed of their own index (bench/tenants.py)
+## Huge tenants at the speed of their own index{variant_title} (bench/tenants.py)
 
-{facts:,} facts in one `memory.facts` table: three tenants of 20%, 10% and 5% of it ({heads}), the rest over {users:,} users by Zipf's law (vectors and texts as in bench/search.py: clustered on shared topics, so most of a query's nearest neighbours in the whole table are other users'). Likewise {messages:,} messages in `memory.messages`, one user holding {heavy:,} of them (5%) in chats of 50. Searches run as the user (claims set, `ns` `{{}}`: the user's own namespace), k = 10, the query vector bound in binary as a `real[]`, as the Python client binds it; vector-only is `{{"text_weight": 0}}` with an empty query text, text-only has no query vector; `recall_context` is `{{"facts": 0, "messages": 10}}`.
+{facts:,} facts in one `memory.facts` table: three tenants of 20%, 10% and 5% of it ({heads}), the rest over {users:,} users by Zipf's law (vectors and texts as in bench/search.py). {vectors} Likewise {messages:,} messages in `memory.messages`, one user holding {heavy:,} of them (5%) in chats of 50. Searches run as the user (claims set, `ns` `{{}}`: the user's own namespace), k = 10, the query vector bound in binary as a `real[]`, as the Python client binds it; vector-only is `{{"text_weight": 0}}` with an empty query text, text-only has no query vector; `recall_context` is `{{"facts": 0, "messages": 10}}`.
 
 *Reference* is the physical one: the same tenant's rows alone in a table of their own with their own HNSW index (m 16, ef_construction 64), queried with `ORDER BY embedding <=> q LIMIT 10` at the smallest `ef_search` of {ladder} that reaches recall@10 ≥ 0.97 against the exact scan. *Shared index* is before `memory.maintain()` (every namespace on the table's one HNSW graph); *own index* after it (`namespace_index_min_rows` {min_rows:,}: it built {own_indexes} in {maintain_s:.0f} s). Latency: median over {rounds} rounds of each round's p50 (min..max of rounds), {queries} queries per group per round; recall@10 against the exact scan of the namespace.
 
@@ -61,7 +61,7 @@ Server: `shared_buffers` {shared_buffers}, `maintenance_work_mem` {maintenance_w
 
 {tables}
 {profile}
-Reproduce: `.venv/bin/python -m bench.tenants{quick}` (`--keep --profile-only`: the profile again on the kept server)."""
+Reproduce: `.venv/bin/python -m bench.tenants{quick}{vectors_flag}` (`--keep --profile-only`: the profile again on the kept server)."""
 PROFILE_TEXT = """
 ### Where the time goes
 
@@ -81,12 +81,16 @@ PHASES = ("shared index", "own index")
 TIMES = "\u00d7"  # the multiplication sign of ratios
 
 
-def corpus(n_rows: int, n_users: int, heads: tuple[float, ...], seed: int) -> Corpus:
+def corpus(
+    n_rows: int, n_users: int, heads: tuple[float, ...], seed: int, vectors: str = VECTOR_KINDS[0]
+) -> Corpus:
     """bench/search.py's corpus, with `heads` (shares of the table) as the first users."""
-    c = Corpus(n_rows, n_users, seed=seed)
+    c = Corpus(n_rows, n_users, seed=seed, vectors=vectors)
     head_rows = [int(n_rows * h) for h in heads]
     c.sizes = head_rows + zipf_sizes(n_rows - sum(head_rows), n_users - len(heads))
-    c.signature = f"tenants v1 rows={n_rows} users={n_users} heads={heads} seed={seed}"
+    c.signature = (
+        f"tenants v2 rows={n_rows} users={n_users} heads={heads} seed={seed} vectors={vectors}"
+    )
     sizes = np.array(c.sizes)
     tiny = [int(u) for u in np.flatnonzero((sizes >= 5) & (sizes <= 20))]
     medium = [
@@ -551,6 +555,13 @@ def main() -> None:
         help="only recall@10 and p50 by ef_search for each HNSW build parameter set of\n"
         "GRAPHS, on the 5% and 20% tenants' rows alone (bench/results/tenants-graphs[-quick])",
     )
+    ap.add_argument(
+        "--vectors",
+        choices=VECTOR_KINDS,
+        default=VECTOR_KINDS[0],
+        help="the generated vectors (bench/search.py's Corpus); isotropic: the far harder\n"
+        "earlier kind, a variant with its own result file",
+    )
     args = ap.parse_args()
     if args.graphs:
         run_graphs(args)
@@ -558,11 +569,14 @@ def main() -> None:
     n = 100_000 if args.quick else 1_000_000
     users = 5_000 if args.quick else 20_000
     min_rows = 4_000 if args.quick else None  # None: the default
-    facts = corpus(n, users, HEADS, seed=7)
-    messages = corpus(n, users, (HEAVY,), seed=8)
+    facts = corpus(n, users, HEADS, seed=7, vectors=args.vectors)
+    messages = corpus(n, users, (HEAVY,), seed=8, vectors=args.vectors)
+    variant = {} if args.vectors == VECTOR_KINDS[0] else {"variant": args.vectors}
     result = new_result(
         "tenants",
         args.quick,
+        **variant,
+        vectors=args.vectors,
         facts=n,
         messages=n,
         users=users,
@@ -656,7 +670,7 @@ GRAPH_QUERIES = 100
 
 def run_graphs(args: Any) -> None:
     n = 100_000 if args.quick else 1_000_000
-    c = corpus(n, 5_000 if args.quick else 20_000, HEADS, seed=7)
+    c = corpus(n, 5_000 if args.quick else 20_000, HEADS, seed=7, vectors=args.vectors)
     rows: list[Row] = []
     with embedded_server("tenants-graphs", settings=SERVER_SETTINGS) as srv:
         dsn = srv.dsn()
@@ -891,6 +905,9 @@ def markdown(r: Result) -> str:
         load=", ".join(f"{k} {v:.0f} s" for k, v in r["tables"]["load"][0].items()),
         tables=results_table(r),
         profile=profile_markdown(r),
+        vectors=vectors_text(r),
+        variant_title=", isotropic vectors" if r["config"].get("vectors") == "isotropic" else "",
+        vectors_flag=" --vectors isotropic" if r["config"].get("vectors") == "isotropic" else "",
     )
 
 
