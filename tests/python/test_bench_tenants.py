@@ -182,3 +182,38 @@ def test_the_graphs_summary_names_the_first_ef_search_reaching_the_target() -> N
         " | 0.978 |",
     ]
     assert lines[-1] == "| 20% tenant | 24/128 | 1000 | 0.978 | 26.00 (26.00..26.00) |"
+
+
+def _search(phase: str, kind: str, group: str, method: str, ms: float) -> dict:
+    return {"phase": phase, "kind": kind, "group": group, "method": method, **_p50(ms)}
+
+
+def test_medium_namespaces_are_judged_side_by_side_when_the_run_measured_them() -> None:
+    phases = [
+        _search("shared index", "fact", "medium", "search_facts hybrid", 4.0),
+        _search("own index", "fact", "medium", "search_facts hybrid", 6.0),
+    ]
+    result = {"config": {"rounds": 3}, "tables": {"searches": phases, "reference": []}}
+    medium = [t for t in tenants.targets(result) if t["target"].startswith("medium")]
+    assert medium == [
+        {
+            "target": "medium namespaces (facts): no slower with own indexes in the table",
+            "measured": f"6.00 ms after, 4.00 ms before (1.50{X})",
+            "met": False,
+        }
+    ]
+    assert tenants.beside_table(result) == ""
+    in_table, dropped = tenants.AB_PHASES
+    result["tables"]["beside"] = [
+        _search(in_table, "fact", "medium", "search_facts hybrid", 4.2),
+        _search(dropped, "fact", "medium", "search_facts hybrid", 4.0),
+    ]
+    medium = [t for t in tenants.targets(result) if t["target"].startswith("medium")]
+    assert medium[0]["measured"] == (
+        f"4.20 ms with them, 4.00 ms without (dropped, rolled back) (1.05{X})"
+    )
+    assert medium[0]["met"] is True
+    assert (
+        f"| medium | search_facts hybrid | 4.00 (4.00..4.00) | 4.20 (4.20..4.20) | 1.05{X} |"
+        in tenants.beside_table(result)
+    )
