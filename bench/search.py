@@ -943,9 +943,16 @@ VECTORS_TEXT = {
 }
 
 
-def vectors_text(r: Result) -> str:
-    """What the generated vectors are like (results from before the option are isotropic)."""
-    return VECTORS_TEXT[r["config"].get("vectors", "isotropic")]
+def vectors_text(r: Result) -> dict[str, str]:
+    """The section's words for its generated vectors (results from before the option are
+    isotropic): `vectors`, and for the isotropic variant its title and flag."""
+    kind = r["config"].get("vectors", "isotropic")
+    isotropic = r["config"].get("vectors") == "isotropic"
+    return {
+        "vectors": VECTORS_TEXT[kind],
+        "variant_title": ", isotropic vectors" if isotropic else "",
+        "vectors_flag": " --vectors isotropic" if isotropic else "",
+    }
 
 
 def markdown(r: Result) -> str:
@@ -972,9 +979,7 @@ def markdown(r: Result) -> str:
         min_rows=t["maintain_setting"][0]["namespace_index_min_rows"],
         ladder=ladder_table(r),
         ef=table(["hnsw.ef_search", "p50 ms", "recall@10"], ef_rows),
-        vectors=vectors_text(r),
-        variant_title=", isotropic vectors" if c.get("vectors") == "isotropic" else "",
-        vectors_flag=" --vectors isotropic" if c.get("vectors") == "isotropic" else "",
+        **vectors_text(r),
     )
 
 

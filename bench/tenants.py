@@ -733,12 +733,7 @@ def run_graphs(args: Any) -> None:
 def _graph_rows(
     conn: psycopg.Connection, group: str, vectors: np.ndarray, c: Corpus, user: int, rounds: int
 ) -> list[Row]:
-    conn.execute("DROP TABLE IF EXISTS graph")
-    conn.execute("CREATE TABLE graph (id int, embedding vector(384))")
-    with conn.cursor() as cur, cur.copy("COPY graph FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(["int4", "vector"])
-        for i, v in enumerate(vectors):
-            copy.write_row((i, v))
+    vector_table(conn, "graph", vectors)
     queries = [c.query(user)[0] for _ in range(GRAPH_QUERIES)]
     exact = [
         {
@@ -758,33 +753,53 @@ def _graph_rows(
             f" WITH (m = {m}, ef_construction = {ef_construction})",
         )
         print(f"  {group}, m {m}, ef_construction {ef_construction}: {seconds:.0f} s", flush=True)
-        for ef in GRAPH_LADDER:
-            conn.execute(f"SET hnsw.ef_search = {ef}")
-            p50s, recalls = [], []
-            for _ in range(rounds):
-                lat = []
-                for q, truth in zip(queries, exact, strict=True):
-                    got, dt = timed(
-                        lambda q=q: conn.execute(
-                            f"SELECT id FROM graph ORDER BY embedding <=> %s LIMIT {K}", (q,)
-                        ).fetchall()
-                    )
-                    lat.append(1000 * dt)
-                    recalls.append(len({r[0] for r in got} & truth) / K)
-                p50s.append(statistics.median(lat))
-            rows.append(
-                {
-                    "group": group,
-                    "rows": len(vectors),
-                    "m": m,
-                    "ef_construction": ef_construction,
-                    "build_s": seconds,
-                    "ef_search": ef,
-                    "recall_at_10": statistics.fmean(recalls),
-                    "p50_ms": stat(p50s),
-                }
-            )
+        build = {"group": group, "rows": len(vectors), "m": m, "ef_construction": ef_construction}
+        rows += [
+            {**build, "build_s": seconds, **x}
+            for x in ef_ladder(conn, "graph", queries, exact, GRAPH_LADDER, rounds)
+        ]
     return rows
+
+
+def vector_table(conn: psycopg.Connection, name: str, vectors: np.ndarray) -> None:
+    """A table `name` (id, embedding) of `vectors`, their ids their positions, by COPY."""
+    conn.execute(f"DROP TABLE IF EXISTS {name}")
+    conn.execute(f"CREATE TABLE {name} (id int, embedding vector({vectors.shape[1]}))")
+    with conn.cursor() as cur, cur.copy(f"COPY {name} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "vector"])
+        for i, v in enumerate(vectors):
+            copy.write_row((i, v))
+
+
+def ef_ladder(
+    conn: psycopg.Connection,
+    name: str,
+    queries: list[np.ndarray],
+    exact: list[set[int]],
+    ladder: tuple[int, ...],
+    rounds: int,
+) -> list[Row]:
+    """Recall@10 and p50 (median of `rounds`) of the plain query on table `name`'s HNSW
+    index at each `ef_search` of `ladder`, against each query's `exact` ids."""
+    out = []
+    for ef in ladder:
+        conn.execute(f"SET hnsw.ef_search = {ef}")
+        p50s, recalls = [], []
+        for _ in range(rounds):
+            lat = []
+            for q, truth in zip(queries, exact, strict=True):
+                got, dt = timed(
+                    lambda q=q: conn.execute(
+                        f"SELECT id FROM {name} ORDER BY embedding <=> %s LIMIT {K}", (q,)
+                    ).fetchall()
+                )
+                lat.append(1000 * dt)
+                recalls.append(len({r[0] for r in got} & truth) / K)
+            p50s.append(statistics.median(lat))
+        out.append(
+            {"ef_search": ef, "recall_at_10": statistics.fmean(recalls), "p50_ms": stat(p50s)}
+        )
+    return out
 
 
 def graphs_markdown(r: Result) -> str:
@@ -980,9 +995,7 @@ def markdown(r: Result) -> str:
         tables=results_table(r),
         beside=beside_table(r),
         profile=profile_markdown(r),
-        vectors=vectors_text(r),
-        variant_title=", isotropic vectors" if r["config"].get("vectors") == "isotropic" else "",
-        vectors_flag=" --vectors isotropic" if r["config"].get("vectors") == "isotropic" else "",
+        **vectors_text(r),
     )
 
 

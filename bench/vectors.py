@@ -15,7 +15,6 @@ queried with 200 more that are not in it.
 from __future__ import annotations
 
 import shutil
-import statistics
 import subprocess
 from typing import Any
 
@@ -30,12 +29,10 @@ from bench._common import (
     server_versions,
     set_index_build,
     spread,
-    stat,
     table,
-    timed,
 )
 from bench.search import VECTOR_KINDS
-from bench.tenants import HEADS, corpus
+from bench.tenants import HEADS, corpus, ef_ladder, vector_table
 from pgvector.psycopg import register_vector
 
 ROWS = 50_000
@@ -94,36 +91,13 @@ def geometry(rows: np.ndarray, queries: np.ndarray) -> Row:
 def ladder(
     conn: psycopg.Connection, rows: np.ndarray, queries: np.ndarray, rounds: int
 ) -> list[Row]:
-    conn.execute("DROP TABLE IF EXISTS points")
-    conn.execute("CREATE TABLE points (id int, embedding vector(384))")
-    with conn.cursor() as cur, cur.copy("COPY points FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(["int4", "vector"])
-        for i, v in enumerate(rows):
-            copy.write_row((i, v))
+    vector_table(conn, "points", rows)
     conn.execute(
         "CREATE INDEX ON points USING hnsw (embedding vector_cosine_ops)"
         " WITH (m = 16, ef_construction = 64)"
     )
     exact = [set(np.argsort(-(rows @ q))[:K].tolist()) for q in queries]
-    out = []
-    for ef in EF_LADDER:
-        conn.execute(f"SET hnsw.ef_search = {ef}")
-        p50s, recalls = [], []
-        for _ in range(rounds):
-            lat = []
-            for q, truth in zip(queries, exact, strict=True):
-                got, dt = timed(
-                    lambda q=q: conn.execute(
-                        f"SELECT id FROM points ORDER BY embedding <=> %s LIMIT {K}", (q,)
-                    ).fetchall()
-                )
-                lat.append(1000 * dt)
-                recalls.append(len({r[0] for r in got} & truth) / K)
-            p50s.append(statistics.median(lat))
-        out.append(
-            {"ef_search": ef, "recall_at_10": statistics.fmean(recalls), "p50_ms": stat(p50s)}
-        )
-    return out
+    return ef_ladder(conn, "points", list(queries), exact, EF_LADDER, rounds)
 
 
 def markdown(r: Result) -> str:
