@@ -66,7 +66,7 @@ Reproduce: `.venv/bin/python -m bench.tenants{quick}{vectors_flag}` (`--keep --p
 PROFILE_TEXT = """
 ### Where the time goes
 
-After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's own namespace), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's, 40 deep at its calibrated `ef_search` with the relaxed iterative scan (as `memory._nearest_own` scans again when its first scan, without the iterative scan, comes back short); the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (40 deep, the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike. And for the tenants, the vector-only call on a session of its own with `track_functions = all` (3 calls per query, after a warm-up not counted): each layer's mean time per call from `pg_stat_user_functions` (the embedded server is built without `pg_stat_statements`; the function counters split the call the same way), in the lines below the table.
+After the run, on the same server with the own indexes in place: for {queries} queries per group, the hybrid call as the user (`{{}}`: the user's own namespace), then its two lists called alone as `memory._rank` calls them (`memory._nearest` 40 deep and `memory._text_ranked` 40 deep, under the search's own settings), median of 3 of each per query, then the median over the queries; *rest* is the call less the two lists (namespace resolution, option parsing, fusion, the final join, the round trip; a difference of medians, so within noise it can come out below 0). *Text candidates* are the rows holding a query lexeme, which the text list ranks. For the tenants, EXPLAIN (ANALYZE, BUFFERS) of the vector scans themselves (medians over the queries): the own index's as a vector-only search scans it (10 deep at its calibrated `ef_search`, without the iterative scan: `memory._nearest_own`'s first scan); the reference's, 10 deep at the `ef_search` chosen above; and the reference table scanned as the own index is (the own index's `ef_search`); then the same scans as plain queries, timed as the searches are (no EXPLAIN, median of 3 per query), beside the search's vector-only call timed alike. And for the tenants, the vector-only call on a session of its own with `track_functions = all` (3 calls per query, after a warm-up not counted): each layer's mean time per call from `pg_stat_user_functions` (the embedded server is built without `pg_stat_statements`; the function counters split the call the same way), in the lines below the table.
 
 {table}
 
@@ -479,9 +479,10 @@ def profile(
 
 
 def _explain_tenant(conn: psycopg.Connection, kind: str, qs: list[Query], ref_ef: int) -> Row:
-    """The own index's scan as memory._nearest_own's relaxed scan runs it (40 deep, at its
-    calibrated ef_search), the reference's (10 deep at its ef_search), and the reference at
-    the own index's depth and ef_search: medians over the queries."""
+    """The own index's scan as a vector-only search runs it (memory._nearest_own's first
+    scan: k deep at the calibrated ef_search, no iterative scan), the reference's (10 deep
+    at its ef_search), and the reference at the own index's ef_search: medians over the
+    queries."""
     table_name = "facts" if kind == "fact" else "messages"
     live = " AND forgotten_at IS NULL" if kind == "fact" else ""
     ns = ns_of(conn, qs[0].owner)
@@ -490,19 +491,23 @@ def _explain_tenant(conn: psycopg.Connection, kind: str, qs: list[Query], ref_ef
     scans = {  # name: (ef_search, iterative scan, SQL)
         "own": (
             own_ef,
-            "relaxed_order",
+            "off",
             f"SELECT id FROM memory.{table_name} WHERE organization_id = %(org)s"
             f" AND namespace_id = %(ns)s{live}"
-            " ORDER BY COALESCE(embedding, embedding) <=> %(v)s LIMIT 40",
+            f" ORDER BY COALESCE(embedding, embedding) <=> %(v)s LIMIT {K}",
         ),
-        "reference": (ref_ef, "off", f"SELECT id FROM {ref} ORDER BY embedding <=> %(v)s LIMIT 10"),
+        "reference": (
+            ref_ef,
+            "off",
+            f"SELECT id FROM {ref} ORDER BY embedding <=> %(v)s LIMIT {K}",
+        ),
         "reference_at_own": (
             own_ef,
-            "relaxed_order",
-            f"SELECT id FROM {ref} ORDER BY embedding <=> %(v)s LIMIT 40",
+            "off",
+            f"SELECT id FROM {ref} ORDER BY embedding <=> %(v)s LIMIT {K}",
         ),
     }
-    row: Row = {"own_ef_search": own_ef, "reference_ef_search": ref_ef}
+    row: Row = {"own_ef_search": own_ef, "reference_ef_search": ref_ef, "own_depth": K}
     for name, (ef, iterative, sql) in scans.items():
         conn.execute(f"SET hnsw.ef_search = {int(ef)}")
         conn.execute(f"SET hnsw.iterative_scan = '{iterative}'")
@@ -1026,7 +1031,7 @@ def profile_markdown(r: Result) -> str:
         if tenant:
             reading.append(
                 f"{x['group']} ({x['kind']}s): the own index scanned as the search scans it"
-                f" (40 deep, `ef_search` {x['own_ef_search']}) {x['own_ms']:.2f} ms; the"
+                f" ({_own_walk(x)}) {x['own_ms']:.2f} ms; the"
                 f" reference's scan (10 deep, `ef_search` {x['reference_ef_search']})"
                 f" {x['reference_ms']:.2f} ms; the reference table scanned as the own index is"
                 f" {x['reference_at_own_ms']:.2f} ms, so at equal depth and `ef_search` the own"
@@ -1093,14 +1098,22 @@ def _why_missed(r: Result, profiled: dict[tuple[str, str], Row]) -> list[str]:
     return out
 
 
+def _own_walk(p: Row) -> str:
+    """How the profile scanned the own index: k deep without the iterative scan as a
+    vector-only search does, or (results from before the search read a lone list k
+    deep) 40 deep with the relaxed iterative scan."""
+    if "own_depth" in p:
+        return f"`ef_search` {p['own_ef_search']}, {p['own_depth']} deep, no iterative scan"
+    return f"`ef_search` {p['own_ef_search']}, 40 deep, relaxed iterative scan"
+
+
 def _why_vector_missed(
     kind: str, group: str, method: str, ratio: float, x: Row, base: Row, p: Row
 ) -> str:
     """Why a tenant's vector-only search misses: the walk, the layers above it, the recall."""
     line = (
         f"{group} ({kind}s), {method} {ratio:.2f}{TIMES}, recall@10 {x['recall_at_10']:.3f}:"
-        " the own index walks"
-        f" `ef_search` {p['own_ef_search']} 40 deep (maintain's calibration to 98% of the"
+        f" the own index walks {_own_walk(p)} (maintain's calibration to 98% of the"
         f" exact neighbours of 100 probes) where the reference walks {p['reference_ef_search']} 10 deep"
         f" (0.97 of 10); at equal depth and `ef_search` the own index costs"
         f" {p['own_ms'] / p['reference_at_own_ms']:.2f}{TIMES} a table of its own."

@@ -118,7 +118,8 @@ END
 $$;
 
 -- The smallest ef_search at which a namespace's own index, walked as a search
--- walks it (a list of 40, iterative scan), finds 98% of the exact 10 nearest
+-- walks it (memory._nearest_own: the probe and its 10 nearest; a deeper list
+-- at the same ef_search has the same first 10), finds 98% of the exact 10 nearest
 -- neighbours of 100 of the namespace's own rows (each leaving itself out): a
 -- margin over the 0.97 searches are held to, since other queries are another
 -- sample (the estimate's standard error is about 0.005 at 1,000 neighbours).
@@ -153,7 +154,7 @@ BEGIN
         middle := (low + high) / 2;
         PERFORM set_config('hnsw.ef_search', ladder[middle]::text, true);
         SELECT sum((SELECT count(*) FROM (
-                        SELECT n.id FROM memory._nearest_own(kind, org, namespace_id, NULL, probes[i], 41, NULL) n
+                        SELECT n.id FROM memory._nearest_own(kind, org, namespace_id, NULL, probes[i], 11, NULL) n
                         WHERE n.id <> probe_ids[i] ORDER BY n.distance, n.id LIMIT 10) h
                     WHERE h.id = ANY (truth[10 * i - 9 : 10 * i])))
         INTO found FROM generate_series(1, cardinality(probes)) i;

@@ -284,8 +284,12 @@ DECLARE
     distances float8[];
 BEGIN
     -- Without the iterative scan a scan returns at most ef_search rows: leave room
-    -- for the filtered ones (the SET clause does not cover ef_search: restored by hand).
-    PERFORM set_config('hnsw.ef_search', least(1000, greatest(caller_ef::int, 2 * k))::text, true);
+    -- for the rows a filter drops (the SET clause does not cover ef_search:
+    -- restored by hand). Unfiltered, only rows forgotten since the last vacuum
+    -- drop out (the index's predicate holds the rest), and a short scan is redone below.
+    PERFORM set_config('hnsw.ef_search',
+        least(1000, greatest(caller_ef::int, CASE WHEN created IS NULL AND exclude_chat IS NULL THEN k ELSE 2 * k END))::text,
+        true);
     SELECT array_agg(s.id ORDER BY s.distance, s.id), array_agg(s.distance ORDER BY s.distance, s.id)
     INTO ids, distances
     FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
@@ -563,6 +567,7 @@ DECLARE
     opts jsonb := memory._search_options(options);
     created tstzrange := memory._created(opts);
     depth int := greatest(4 * k, 40);  -- each list is ranked deeper than k before fusion
+    vector_only boolean := (opts ->> 'text_weight')::float8 = 0 OR memory._any_lexeme(query) IS NULL;
     most int := memory._setting_int('exact_search_max_rows');
     -- Counted once for both lists; not at all where a namespace has an index
     -- of its own (memory.maintain): searched through it whatever its size, it
@@ -570,6 +575,15 @@ DECLARE
     live int := CASE WHEN memory._own_indexed(kind, org, namespace_ids) = '{}'
                      THEN memory._rows_upto(kind, org, namespace_ids, exclude_chat, most) ELSE most + 1 END;
 BEGIN
+    IF vector_only THEN  -- alone, the vector list's order is the fused order: k deep is enough
+        RETURN QUERY
+        SELECT n.id, (opts ->> 'vector_weight')::float8
+                     / ((opts ->> 'rrf_k')::float8 + row_number() OVER (ORDER BY n.distance, n.id))
+        FROM memory._nearest(kind, org, namespace_ids, exclude_chat,
+                             CASE WHEN (opts ->> 'vector_weight')::float8 > 0 THEN query_embedding END, k,
+                             live <= most, created, (opts ->> 'ef_search')::int) n;
+        RETURN;
+    END IF;
     RETURN QUERY
     WITH by_vector AS (
         SELECT n.id, row_number() OVER (ORDER BY n.distance, n.id) AS rank

@@ -308,6 +308,35 @@ def test_a_large_namespace_is_searched_through_its_own_index(big):
     assert not any(name.startswith("messages_ns_") for name in scans), scans
 
 
+def test_a_lone_vector_list_is_read_k_deep(big):
+    # Fused alone, the vector list's order is the answer's: a vector-only search reads
+    # k rows of the own index, where a hybrid search ranks its vector list 40 deep.
+    conn, dsn = big["conn"], big["dsn"]
+    query = _vectors(np.random.default_rng(3), big["centers"], 1)[0].astype(np.float32)
+    own = _index(conn, "fact", LARGE)
+    # Each row updated since the index was built has a dead version beside it in the
+    # index (one graph element, two heap tuples), counted as read too: vacuumed first.
+    conn.execute("VACUUM memory.facts")
+    hybrid = "SELECT id, score FROM memory.search_facts(%s, 'note', %s::real[], '{}', %s)"
+    vector_only = "SELECT id, score FROM memory.search_facts(%s, '', %s::real[], '{}', %s)"
+    read = {}
+    for name, sql_text in (("vector-only", vector_only), ("hybrid", hybrid)):
+        with psycopg.connect(dsn) as user_conn:
+            user_conn.execute(
+                "SELECT set_config('request.jwt.claims', %s, true)",
+                (json.dumps(user_claims(LARGE)),),
+            )
+            rows = user_conn.execute(sql_text, (ORG, query.tolist(), 10)).fetchall()
+            read[name] = user_conn.execute(
+                "SELECT pg_stat_get_xact_tuples_returned(%s::regclass)", (f"memory.{own}",)
+            ).fetchone()[0]
+        if name == "vector-only":
+            exact = _exact_facts(conn, LARGE, query, 10)
+            assert [r[0] for r in rows] == exact
+            assert [r[1] for r in rows] == pytest.approx([1 / (60 + rank) for rank in range(1, 11)])
+    assert read == {"vector-only": 10, "hybrid": 40}
+
+
 def test_an_own_index_scan_short_of_k_live_rows_scans_again_relaxed(big):
     # The own index's first scan runs with the iterative scan off (one scan: the test
     # above). Where forgotten facts fill its nearest candidates it comes back short of
