@@ -970,6 +970,7 @@ def ordered(q: Question, name: str, s: int | None, draws: Draws) -> list[str]:
 
 _TAKES_TEXT: dict[psycopg.Connection, bool] = {}
 _RETURNS_RANK: dict[psycopg.Connection, bool] = {}
+_TAKES_LEXEMES: dict[psycopg.Connection, bool] = {}
 
 
 def _text_list(
@@ -978,17 +979,20 @@ def _text_list(
     """The list, best first, with each row's sort key (smaller is better; ties by id)."""
     if TEXT_RANKINGS[ranking] is None:
         # memory._text_ranked: today it returns each row's rank (and takes the ranking
-        # asked for); before, its ts_rank_cd, taking the query's text or its tsquery.
+        # asked for and the query's lexemes); before, the query's text; before that,
+        # its ts_rank_cd, taking the query's text or its tsquery.
         if conn not in _TAKES_TEXT:
             arguments = conn.execute(
                 "SELECT pg_get_function_identity_arguments('memory._text_ranked'::regproc)"
             ).fetchone()[0]
             _TAKES_TEXT[conn] = "idf boolean" in arguments or "query text" in arguments
             _RETURNS_RANK[conn] = "idf boolean" in arguments
+            _TAKES_LEXEMES[conn] = "lexemes text[]" in arguments
         if _RETURNS_RANK[conn]:
+            query = "memory._lexemes(%s)" if _TAKES_LEXEMES[conn] else "%s"
             rows = conn.execute(
-                "SELECT id, rank FROM memory._text_ranked(%s, %s, ARRAY[%s]::uuid[], NULL, %s, %s,"
-                " NULL, false)",
+                "SELECT id, rank FROM memory._text_ranked(%s, %s, ARRAY[%s]::uuid[], NULL,"
+                f" {query}, %s, NULL, false)",
                 (store[:-1], ORG, ns, question, LIST_DEPTH),
             ).fetchall()
             return sorted(((str(r[0]), (r[1],)) for r in rows), key=lambda p: (p[1], p[0]))

@@ -399,7 +399,7 @@ PIECES = {
     "vector list": "SELECT count(*) FROM memory._nearest(%(kind)s, %(org)s, %(ids)s, NULL,"
     " memory._embedding(%(q)b::real[]), 40, NULL, NULL, NULL)",
     "text list": "SELECT count(*) FROM memory._text_ranked(%(kind)s, %(org)s, %(ids)s, NULL,"
-    " %(text)s, 40, NULL, false)",
+    " memory._query_lexemes(%(text)s), 40, NULL, false)",
 }
 SEARCH_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "800"}
 CANDIDATES = (  # the rows the text list ranks: those holding a query lexeme

@@ -3,9 +3,11 @@
 -- the table: the walk has to visit everyone's rows to find enough of the
 -- tenant's (ef_search 800 for recall 0.97 at 10% of 1,000,000 facts). A
 -- namespace of at least `namespace_index_min_rows` live rows gets a partial
--- HNSW index whose predicate is that namespace; memory.maintain() creates and
--- drops them, and memory._nearest searches such a namespace through its own
--- (docs/archival.md, "Large namespaces").
+-- HNSW index whose predicate is that namespace, and beside it a partial text
+-- index on the same predicate; memory.maintain() creates and drops them,
+-- memory._nearest searches such a namespace through its own HNSW index and
+-- memory._text_candidates_own finds its rows by lexeme through its own text
+-- index (docs/archival.md, "Large namespaces").
 
 -- The name of a namespace's own index on the `kind` table: the table's name
 -- and a hash of the organization and namespace (a name holds 63 bytes).
@@ -16,6 +18,12 @@ AS $$
     SELECT (t.table_name || '_ns_' || md5(org::text || '/' || namespace_id::text))::name
     FROM memory._memory_tables() t WHERE t.kind = _namespace_index.kind
 $$;
+
+-- The name of the text index beside a namespace's own HNSW index.
+CREATE OR REPLACE FUNCTION memory._namespace_text_index(kind text, org uuid, namespace_id uuid) RETURNS name
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (memory._namespace_index(kind, org, namespace_id) || '_text')::name $$;
 
 -- Those of `namespace_ids` that have an index of their own, in order.
 CREATE OR REPLACE FUNCTION memory._own_indexed(kind text, org uuid, namespace_ids uuid[]) RETURNS uuid[]
@@ -176,6 +184,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT (memory._namespace_index(kind, org, namespace_id) || '_building')::name $$;
 
+-- The name its text index is built under, likewise.
+CREATE OR REPLACE FUNCTION memory._building_text_index(kind text, org uuid, namespace_id uuid) RETURNS name
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (memory._namespace_text_index(kind, org, namespace_id) || '_building')::name $$;
+
 -- The statement that builds a namespace's own HNSW index as `index_name`. Its
 -- predicate repeats the filter every search of one namespace writes, so the
 -- planner can prove it and use it. It indexes COALESCE(embedding, embedding):
@@ -197,6 +211,23 @@ AS $$
     FROM memory._memory_tables() t WHERE t.kind = _namespace_index_sql.kind
 $$;
 
+-- The statement that builds a namespace's own text index as `index_name`: a
+-- GIN index on search_text under the own HNSW index's predicate. The shared
+-- text index (ARRAY[namespace_id], search_text) intersects a lexeme's postings
+-- across the table with the namespace's; this one holds the namespace's alone.
+CREATE OR REPLACE FUNCTION memory._namespace_text_index_sql(kind text, org uuid, namespace_id uuid, index_name name,
+                                                 nonblocking boolean) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('CREATE INDEX %s%I ON memory.%I USING gin (search_text) '
+                  'WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
+                  CASE WHEN nonblocking THEN 'CONCURRENTLY IF NOT EXISTS ' ELSE '' END, index_name, t.table_name,
+                  org, namespace_id)
+           || coalesce(' AND ' || t.live, '')
+    FROM memory._memory_tables() t WHERE t.kind = _namespace_text_index_sql.kind
+$$;
+
 -- The statement that gives a new own index the comment maintain() reads its
 -- namespace from.
 CREATE OR REPLACE FUNCTION memory._namespace_index_comment_sql(index_name name, org uuid, namespace_id uuid)
@@ -208,9 +239,10 @@ AS $$
                   jsonb_build_object('organization_id', org, 'namespace_id', namespace_id)::text)
 $$;
 
--- Builds a namespace's own HNSW index with a plain CREATE INDEX (CONCURRENTLY
--- cannot run inside a function): writes to the table wait until it is built,
--- reads go on. memory.maintenance_statements() builds them without the wait.
+-- Builds a namespace's own HNSW index and its text index with a plain CREATE
+-- INDEX (CONCURRENTLY cannot run inside a function): writes to the table wait
+-- until they are built, reads go on. memory.maintenance_statements() builds
+-- them without the wait.
 CREATE OR REPLACE FUNCTION memory._create_namespace_index(kind text, org uuid, namespace_id uuid) RETURNS name
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -220,12 +252,31 @@ DECLARE
 BEGIN
     EXECUTE memory._namespace_index_sql(kind, org, namespace_id, index_name, false);
     EXECUTE memory._namespace_index_comment_sql(index_name, org, namespace_id);
+    PERFORM memory._create_namespace_text_index(kind, org, namespace_id);
     RETURN index_name;
 END
 $$;
 
--- Every namespace's own index of the `kind` table, with the namespace it
--- serves (not those still being built under their building name).
+-- Builds a namespace's own text index unless it has one (as above); returns
+-- its name, or null when it was there.
+CREATE OR REPLACE FUNCTION memory._create_namespace_text_index(kind text, org uuid, namespace_id uuid) RETURNS name
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    index_name name := memory._namespace_text_index(kind, org, namespace_id);
+BEGIN
+    IF to_regclass(format('memory.%I', index_name)) IS NOT NULL THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE memory._namespace_text_index_sql(kind, org, namespace_id, index_name, false);
+    RETURN index_name;
+END
+$$;
+
+-- Every namespace's own HNSW index of the `kind` table, with the namespace it
+-- serves (not those still being built under their building name, nor the
+-- text indexes beside them).
 CREATE OR REPLACE FUNCTION memory._namespace_indexes(kind text)
 RETURNS TABLE (index_name name, organization_id uuid, namespace_id uuid)
 LANGUAGE sql STABLE
@@ -237,7 +288,7 @@ AS $$
     JOIN pg_class c ON c.oid = i.indexrelid
     CROSS JOIN LATERAL (SELECT obj_description(c.oid, 'pg_class')::jsonb AS about) d
     WHERE t.kind = _namespace_indexes.kind AND c.relname LIKE t.table_name || '\_ns\_%'
-      AND c.relname NOT LIKE '%\_building'
+      AND c.relname NOT LIKE '%\_building' AND c.relname NOT LIKE '%\_text'
 $$;
 
 -- Indexes left under their building name on either table: a concurrent build
@@ -305,8 +356,10 @@ DECLARE
     index_name name;
 BEGIN
     FOR index_name IN SELECT x.index_name FROM memory._memory_tables() t, memory._namespace_indexes(t.kind) x
+                      UNION ALL SELECT (x.index_name || '_text')::name
+                                FROM memory._memory_tables() t, memory._namespace_indexes(t.kind) x
                       UNION ALL SELECT b FROM memory._building_indexes() b LOOP
-        EXECUTE format('DROP INDEX memory.%I', index_name);
+        EXECUTE format('DROP INDEX IF EXISTS memory.%I', index_name);
     END LOOP;
     DELETE FROM memory.namespace_lexemes;
 END
@@ -347,17 +400,17 @@ BEGIN
 END
 $$;
 
--- The query's lexemes a search of a namespace with its own index looks for:
+-- The query's `lexemes` a search of a namespace with its own index looks for:
 -- the rarest first, while the rows holding them add up to at most `budget`
 -- (the rarest is always in). A lexeme not counted is in fewer than 10 rows.
-CREATE OR REPLACE FUNCTION memory._rare_lexemes(kind text, org uuid, namespace_id uuid, query text, budget int)
+CREATE OR REPLACE FUNCTION memory._rare_lexemes(kind text, org uuid, namespace_id uuid, lexemes text[], budget int)
 RETURNS tsquery
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT memory._or_lexemes(array_agg(r.lexeme))
     FROM (SELECT q.lexeme, row_number() OVER w AS rarity, sum(coalesce(n.rows, 9)) OVER w AS rows_through
-          FROM unnest(memory._lexemes(query)) q(lexeme)
+          FROM unnest(lexemes) q(lexeme)
           LEFT JOIN memory.namespace_lexemes n
             ON n.organization_id = org AND n.namespace_id = _rare_lexemes.namespace_id
            AND n.kind = _rare_lexemes.kind AND n.lexeme = q.lexeme
@@ -390,8 +443,10 @@ $$;
 -- index, creates the own indexes namespaces have grown into and drops those
 -- they have shrunk out of (service only; memory._index_plan). A namespace gets
 -- one at namespace_index_min_rows live rows and keeps it down to half of that,
--- so one at the line is not rebuilt back and forth; 0 drops them all.
--- Idempotent, one maintainer at a time; returns what it changed.
+-- so one at the line is not rebuilt back and forth; 0 drops them all. Each
+-- row names the HNSW index; its text index comes and goes with it (a row of
+-- its own names one built alone, where it was missing). Idempotent, one
+-- maintainer at a time; returns what it changed.
 CREATE OR REPLACE FUNCTION memory.maintain()
 RETURNS TABLE (action text, kind text, organization_id uuid, namespace_id uuid, live_rows bigint, index_name name)
 LANGUAGE plpgsql
@@ -430,6 +485,8 @@ BEGIN
             organization_id := x.organization_id; namespace_id := x.namespace_id; live_rows := x.live_rows;
             index_name := x.index_name;
             IF x.step = 'drop' THEN
+                EXECUTE format('DROP INDEX IF EXISTS memory.%I',
+                               memory._namespace_text_index(t.kind, x.organization_id, x.namespace_id));
                 EXECUTE format('DROP INDEX memory.%I', x.index_name);
                 action := 'dropped';
                 RETURN NEXT;
@@ -439,6 +496,12 @@ BEGIN
                 PERFORM memory._create_namespace_index(t.kind, x.organization_id, x.namespace_id);
                 action := 'created';
                 RETURN NEXT;
+            ELSE  -- kept: its text index too (one built before text indexes were, or whose build failed)
+                index_name := memory._create_namespace_text_index(t.kind, x.organization_id, x.namespace_id);
+                IF index_name IS NOT NULL THEN
+                    action := 'created';
+                    RETURN NEXT;
+                END IF;
             END IF;
             -- What was measured follows the namespace within a quarter of its size.
             measured := (memory._own_index_about(t.kind, x.organization_id, x.namespace_id) ->> 'rows')::bigint;
@@ -461,7 +524,8 @@ $$;
 -- The statements that bring the own indexes where memory.maintain() would,
 -- without making writes wait (service only): CREATE INDEX CONCURRENTLY under
 -- the building name (memory._building_index) then a rename, so no search walks
--- a graph before it is whole, and DROP INDEX CONCURRENTLY; first, the drop of
+-- a graph before it is whole, the same for a text index (built or missing),
+-- and DROP INDEX CONCURRENTLY; first, the drop of
 -- any build left over by a failed run, and last, memory.maintain() for the
 -- rest (joins, measuring the new indexes). Each is to be run alone, outside a
 -- transaction block, by the tables' owner (psql's \gexec; `pgmemory maintain
@@ -475,6 +539,7 @@ DECLARE
     t record;
     x record;
     building name;
+    text_index name;
 BEGIN
     PERFORM memory._require_service();
     FOR building IN SELECT * FROM memory._building_indexes() LOOP
@@ -483,15 +548,23 @@ BEGIN
     FOR t IN SELECT * FROM memory._memory_tables() LOOP
         FOR x IN SELECT p.* FROM memory._index_plan(t.kind)
                       WITH ORDINALITY p(step, organization_id, namespace_id, live_rows, index_name, n)
-                 WHERE p.step <> 'keep' ORDER BY p.n LOOP
+                 ORDER BY p.n LOOP
+            text_index := memory._namespace_text_index(t.kind, x.organization_id, x.namespace_id);
             IF x.step = 'drop' THEN
+                RETURN NEXT format('DROP INDEX CONCURRENTLY IF EXISTS memory.%I', text_index);
                 RETURN NEXT format('DROP INDEX CONCURRENTLY IF EXISTS memory.%I', x.index_name);
                 CONTINUE;
             END IF;
-            building := memory._building_index(t.kind, x.organization_id, x.namespace_id);
-            RETURN NEXT memory._namespace_index_sql(t.kind, x.organization_id, x.namespace_id, building, true);
-            RETURN NEXT memory._namespace_index_comment_sql(building, x.organization_id, x.namespace_id);
-            RETURN NEXT format('ALTER INDEX memory.%I RENAME TO %I', building, x.index_name);
+            IF x.step = 'create' THEN
+                building := memory._building_index(t.kind, x.organization_id, x.namespace_id);
+                RETURN NEXT memory._namespace_index_sql(t.kind, x.organization_id, x.namespace_id, building, true);
+                RETURN NEXT memory._namespace_index_comment_sql(building, x.organization_id, x.namespace_id);
+                RETURN NEXT format('ALTER INDEX memory.%I RENAME TO %I', building, x.index_name);
+            END IF;
+            CONTINUE WHEN to_regclass(format('memory.%I', text_index)) IS NOT NULL;
+            building := memory._building_text_index(t.kind, x.organization_id, x.namespace_id);
+            RETURN NEXT memory._namespace_text_index_sql(t.kind, x.organization_id, x.namespace_id, building, true);
+            RETURN NEXT format('ALTER INDEX memory.%I RENAME TO %I', building, text_index);
         END LOOP;
     END LOOP;
     RETURN NEXT 'SELECT * FROM memory.maintain()';

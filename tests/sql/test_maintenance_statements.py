@@ -87,7 +87,15 @@ def _build(kind: str, table: str, name: str, org: uuid.UUID, ns: uuid.UUID) -> l
         f" WHERE organization_id = '{org}'::uuid AND namespace_id = '{ns}'::uuid{live}",
         f"COMMENT ON INDEX memory.{building} IS '{about}'",
         f"ALTER INDEX memory.{building} RENAME TO {name}",
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name}_text_building ON memory.{table} USING gin"
+        f" (search_text) WHERE organization_id = '{org}'::uuid AND namespace_id = '{ns}'::uuid{live}",
+        f"ALTER INDEX memory.{name}_text_building RENAME TO {name}_text",
     ]
+
+
+def _built(names: dict[str, str]) -> list[tuple[str, bool]]:
+    """Every own index of `names` (HNSW and text), valid, as _own_indexes lists them."""
+    return sorted((n, True) for name in names.values() for n in (name, f"{name}_text"))
 
 
 def _routed(service: Principal, org: uuid.UUID, ns: uuid.UUID) -> list[str]:
@@ -128,7 +136,7 @@ def test_the_statements_build_and_drop_what_maintain_would(tenant, service, org,
     ]
     # maintain() at the end finds the indexes built and measures them; nothing to report.
     assert _run(owner, statements)[-1] == []
-    assert _own_indexes(service) == sorted([(names["fact"], True), (names["message"], True)])
+    assert _own_indexes(service) == _built(names)
     for kind in ("fact", "message"):
         about = service.value("SELECT memory._own_index_about(%s, %s, %s)", kind, org, ns)
         assert (about["rows"], about["namespace_id"]) == (FACTS, str(ns))
@@ -146,7 +154,9 @@ def test_the_statements_build_and_drop_what_maintain_would(tenant, service, org,
     service.value("SELECT memory.configure('namespace_index_min_rows', '0')")
     statements = _statements(service)
     assert statements == [
+        f"DROP INDEX CONCURRENTLY IF EXISTS memory.{names['fact']}_text",
         f"DROP INDEX CONCURRENTLY IF EXISTS memory.{names['fact']}",
+        f"DROP INDEX CONCURRENTLY IF EXISTS memory.{names['message']}_text",
         f"DROP INDEX CONCURRENTLY IF EXISTS memory.{names['message']}",
         "SELECT * FROM memory.maintain()",
     ]
@@ -155,6 +165,21 @@ def test_the_statements_build_and_drop_what_maintain_would(tenant, service, org,
     assert service.rows("SELECT * FROM memory.namespace_lexemes") == []
     assert _routed(service, org, ns) == []
     assert len(_searched_through(dsn, user_id, org, _vector(7))[0]) == 3
+
+
+def test_a_kept_index_missing_its_text_index_gets_only_that(tenant, service, org, owner):
+    # One built before text indexes were: its HNSW index stays, the text index is built.
+    _, _, ns = tenant
+    names = _names(service, org, ns)
+    _run(owner, _statements(service))
+    oids = service.rows("SELECT %s::regclass::oid::int", f"memory.{names['fact']}")
+    owner.execute(f"DROP INDEX memory.{names['fact']}_text")
+    statements = _statements(service)
+    assert statements == [*_build("fact", "facts", names["fact"], org, ns)[3:], statements[-1]]
+    assert statements[-1] == "SELECT * FROM memory.maintain()"
+    assert _run(owner, statements)[-1] == []
+    assert _own_indexes(service) == _built(names)
+    assert service.rows("SELECT %s::regclass::oid::int", f"memory.{names['fact']}") == oids
 
 
 NEW = [0.0, 0.0, -7.0, 1.0]  # far from every vector of the tenant: no near-duplicate
@@ -229,7 +254,7 @@ def test_a_concurrent_build_lets_new_writes_through(tenant, service, member, org
         early.close()
         build.join(120)
     assert errors == [] and not build.is_alive()
-    assert _own_indexes(service) == sorted([(names["fact"], True), (names["message"], True)])
+    assert _own_indexes(service) == _built(names)
     assert _routed(service, org, ns) == ["fact", "message"]
     assert _searched_through(dsn, user_id, org, NEW)[0][0] == (saved,)
     assert service.value("SELECT memory._own_index_about('fact', %s, %s)", org, ns)["rows"] == 41
@@ -251,7 +276,7 @@ def test_plain_maintain_makes_new_writes_wait(tenant, service, member, org, dsn)
         early.close()
         maintain.join(120)
     assert errors == []
-    assert _own_indexes(service) == sorted((n, True) for n in _names(service, org, ns).values())
+    assert _own_indexes(service) == _built(_names(service, org, ns))
 
 
 def _cancelled_build(service: Principal, member, org: uuid.UUID, owner, dsn: str) -> None:
@@ -291,7 +316,7 @@ def test_a_failed_build_is_left_to_the_next_statements(tenant, service, member, 
         "SELECT * FROM memory.maintain()",
     ]
     _run(owner, statements)
-    assert _own_indexes(service) == sorted([(names["fact"], True), (names["message"], True)])
+    assert _own_indexes(service) == _built(names)
 
 
 def test_configure_embeddings_drops_a_leftover_build(tenant, service, member, org, owner, dsn):

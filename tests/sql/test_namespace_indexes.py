@@ -131,8 +131,14 @@ def _index(conn: psycopg.Connection, kind: str, user: uuid.UUID, org: uuid.UUID 
     ).fetchone()[0]
 
 
+def _pair(conn: psycopg.Connection, kind: str, user: uuid.UUID, org: uuid.UUID = ORG) -> list[str]:
+    """A namespace's own HNSW index and the text index beside it."""
+    own = _index(conn, kind, user, org)
+    return [own, f"{own}_text"]
+
+
 def _own_indexes(conn: psycopg.Connection) -> list[tuple[str, int]]:
-    """(index name, its oid) of every namespace's own index."""
+    """(index name, its oid) of every namespace's own index (HNSW and text)."""
     return conn.execute(
         "SELECT c.relname, c.oid::int FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
         "WHERE i.indrelid IN ('memory.facts'::regclass, 'memory.messages'::regclass) "
@@ -189,7 +195,7 @@ def test_maintain_built_the_large_namespace_its_own_indexes(big):
     ]
     conn = big["conn"]
     names = [name for name, _ in _own_indexes(conn)]
-    assert names == sorted([_index(conn, "fact", LARGE), _index(conn, "message", LARGE)])
+    assert names == sorted(_pair(conn, "fact", LARGE) + _pair(conn, "message", LARGE))
     definition = conn.execute(
         "SELECT pg_get_indexdef(%s::regclass)", (f"memory.{_index(conn, 'fact', LARGE)}",)
     ).fetchone()[0]
@@ -222,6 +228,18 @@ def test_maintain_built_the_large_namespace_its_own_indexes(big):
         f"USING hnsw (COALESCE(embedding, embedding) vector_cosine_ops) WHERE ((organization_id = '{ORG}'::uuid)"
         f" AND (namespace_id = '{large_ns}'::uuid) AND (forgotten_at IS NULL))"
     )
+    # Beside it, a text index under the same predicate.
+    text_definitions = [
+        conn.execute("SELECT pg_get_indexdef(%s::regclass)", (f"memory.{name}",)).fetchone()[0]
+        for name in (_pair(conn, "fact", LARGE)[1], _pair(conn, "message", LARGE)[1])
+    ]
+    assert text_definitions == [
+        f"CREATE INDEX {_pair(conn, 'fact', LARGE)[1]} ON memory.facts USING gin (search_text)"
+        f" WHERE ((organization_id = '{ORG}'::uuid) AND (namespace_id = '{large_ns}'::uuid)"
+        " AND (forgotten_at IS NULL))",
+        f"CREATE INDEX {_pair(conn, 'message', LARGE)[1]} ON memory.messages USING gin (search_text)"
+        f" WHERE ((organization_id = '{ORG}'::uuid) AND (namespace_id = '{large_ns}'::uuid))",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -306,6 +324,64 @@ def test_a_large_namespace_is_searched_through_its_own_index(big):
     assert scans.get(own_messages) == 1 and "messages_embedding_idx" not in scans, scans
     _, scans = _as_user(dsn, MEDIUM[0], MESSAGES, (ORG, query.tolist(), None, 10))
     assert not any(name.startswith("messages_ns_") for name in scans), scans
+
+
+def test_a_large_namespace_finds_its_text_candidates_through_its_own_text_index(big):
+    conn, dsn = big["conn"], big["dsn"]
+    large_ns = conn.execute(
+        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
+    ).fetchone()[0]
+    text_index = _pair(conn, "fact", LARGE)[1]
+    # The planner picks it for the query memory._text_candidates_own makes.
+    plan = "\n".join(
+        r[0]
+        for r in conn.execute(
+            "EXPLAIN SELECT f.id FROM memory.facts f WHERE f.organization_id = %s"
+            " AND f.namespace_id = %s AND f.forgotten_at IS NULL"
+            " AND f.search_text @@ memory._any_lexeme('17 170')",
+            (ORG, large_ns),
+        ).fetchall()
+    )
+    assert f"Bitmap Index Scan on {text_index}" in plan, plan
+    # The candidates are the namespace's live rows holding a lexeme, as through the shared index.
+    candidates = (
+        "SELECT array_agg(c.id ORDER BY c.id) FROM memory.{0}('fact', %s, {1}, NULL,"
+        " memory._any_lexeme('17 170'), NULL) c"
+    )
+    own = conn.execute(candidates.format("_text_candidates_own", "%s"), (ORG, large_ns))
+    shared = conn.execute(
+        candidates.format("_text_candidates_many", "ARRAY[%s]::uuid[]"), (ORG, large_ns)
+    )
+    own_ids, shared_ids = own.fetchone()[0], shared.fetchone()[0]
+    assert own_ids == shared_ids and len(own_ids) > 0
+    # A hybrid search of the namespace scans it, and not the shared text index.
+    query = _vectors(np.random.default_rng(5), big["centers"], 1)[0].astype(np.float32)
+    hybrid = "SELECT id FROM memory.search_facts(%s, 'fact 17', %s::real[], '{}', %s)"
+    rows, scans = _as_user(dsn, LARGE, hybrid, (ORG, query.tolist(), 10))
+    assert len(rows) == 10
+    assert scans.get(text_index) == 1 and "facts_search_idx" not in scans, scans
+    # A medium namespace has none: no own index is read for it.
+    rows, scans = _as_user(dsn, MEDIUM[0], hybrid, (ORG, query.tolist(), 10))
+    assert len(rows) == 10 and not any(name.startswith("facts_ns_") for name in scans), scans
+
+
+def test_maintain_builds_a_missing_text_index_beside_a_kept_own_index(big):
+    # One built before text indexes were, or whose text index was dropped.
+    conn = big["conn"]
+    own, text_index = _pair(conn, "fact", LARGE)
+    large_ns = conn.execute(
+        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
+    ).fetchone()[0]
+    before = _own_indexes(conn)
+    conn.execute(f"DROP INDEX memory.{text_index}")
+    assert conn.execute(
+        "SELECT action, kind, organization_id, namespace_id, live_rows, index_name"
+        " FROM memory.maintain()"
+    ).fetchall() == [("created", "fact", ORG, large_ns, 6_000, text_index)]
+    after = _own_indexes(conn)
+    assert [name for name, _ in after] == [name for name, _ in before]
+    assert dict(after)[own] == dict(before)[own]  # the HNSW index untouched
+    assert conn.execute("SELECT * FROM memory.maintain()").fetchall() == []
 
 
 def test_a_lone_vector_list_is_read_k_deep(big):
@@ -456,7 +532,7 @@ def test_maintain_drops_an_index_a_namespace_shrank_out_of_and_builds_it_again(b
         assert conn.execute("SELECT action, kind, live_rows FROM memory.maintain()").fetchall() == [
             ("dropped", "message", 4_000)
         ]
-        assert [name for name, _ in _own_indexes(conn)] == [_index(conn, "fact", LARGE)]
+        assert [name for name, _ in _own_indexes(conn)] == _pair(conn, "fact", LARGE)
     finally:
         conn.execute("SELECT memory.configure('namespace_index_min_rows', %s)", (str(MIN_ROWS),))
         assert conn.execute("SELECT action, kind FROM memory.maintain()").fetchall() == [
@@ -521,15 +597,16 @@ def test_configure_embeddings_drops_own_indexes_and_maintain_builds_them_again(
     user.rows("SELECT count(*) FROM memory.save_facts(%s, %s, '{}', 1.0)", org, facts)
     assert [r[0] for r in service.rows("SELECT action FROM memory.maintain()")] == ["created"]
     service.value("SELECT memory.configure_embeddings(8, 'halfvec')")
-    names = "SELECT relname FROM pg_class WHERE relname LIKE 'facts\\_ns\\_%%'"
+    names = "SELECT relname FROM pg_class WHERE relname LIKE 'facts\\_ns\\_%%' ORDER BY 1"
     assert service.rows(names) == []
     assert service.rows("SELECT action, kind, live_rows FROM memory.maintain()") == [
         ("created", "fact", 40)
     ]
-    definition = service.value(
-        f"SELECT pg_get_indexdef(oid) FROM pg_class WHERE relname = ({names})"
+    definitions = service.rows(
+        f"SELECT pg_get_indexdef(oid) FROM pg_class WHERE relname IN ({names}) ORDER BY relname"
     )
-    assert "USING hnsw (COALESCE(embedding, embedding) halfvec_cosine_ops)" in definition
+    assert "USING hnsw (COALESCE(embedding, embedding) halfvec_cosine_ops)" in definitions[0][0]
+    assert "USING gin (search_text)" in definitions[1][0] and len(definitions) == 2
     found = user.rows("SELECT content FROM memory.search_facts(%s, 'fact', NULL, '{}', 3)", org)
     assert len(found) == 3
 
@@ -564,6 +641,7 @@ def test_maintain_drops_the_own_index_of_an_erased_user(service, member, org):
         "SELECT action, kind, live_rows, index_name FROM memory.maintain() ORDER BY 2"
     ) == [("dropped", kind, 0, name) for _, kind, _, name in built]
     names = [name for *_, name in built]
+    names += [f"{name}_text" for name in names]
     assert service.rows("SELECT relname FROM pg_class WHERE relname = ANY (%s)", names) == []
     assert service.rows("SELECT * FROM memory.maintain()") == []
 

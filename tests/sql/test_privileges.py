@@ -46,7 +46,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
     """Few functions build SQL at run time: the plug-in binding from a validated
     regprocedure, the jobs over facts and messages from the table names of
     memory._memory_tables(), and the namespaces' own indexes from names derived
-    from them; every statement through format(), or through one of the two
+    from them; every statement through format(), or through one of the three
     builders of an own index's statements (checked here the same way), which
     memory.maintenance_statements() also hands out to be run."""
     dynamic = {
@@ -58,6 +58,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         "memory._bind_permission_check(regprocedure)",
         "memory._count_lexemes(text,uuid,uuid,bigint)",
         "memory._create_namespace_index(text,uuid,uuid)",
+        "memory._create_namespace_text_index(text,uuid,uuid)",
         "memory._drop_namespace_indexes()",
         "memory._index_plan(text)",
         "memory._keep_vectors_inline()",
@@ -72,6 +73,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
     own_index_helpers = (
         "memory._count_lexemes(text,uuid,uuid,bigint)",
         "memory._create_namespace_index(text,uuid,uuid)",
+        "memory._create_namespace_text_index(text,uuid,uuid)",
         "memory._drop_namespace_indexes()",
         "memory._index_plan(text)",
         "memory._measure_namespace_index(text,uuid,uuid,bigint)",
@@ -80,7 +82,9 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         if name == "memory._bind_permission_check(regprocedure)":
             continue
         if name in own_index_helpers:  # tables from there, index names from memory._namespace_index
-            assert "memory._memory_tables()" in src or "memory._namespace_index(" in src, name
+            assert re.search(
+                r"memory\._memory_tables\(\)|memory\._namespace_(text_)?index\(", src
+            ), name
         else:
             assert "FOR t IN SELECT * FROM memory._memory_tables() LOOP" in src, name
         assert "memory.%" in src or "EXECUTE memory._namespace_index_sql(" in src, name
@@ -88,9 +92,15 @@ def test_dynamic_sql_is_confined_and_quoted(db):
     builders = {
         name: src
         for name, _, _, src in _functions(db)
-        if name.startswith(("memory._namespace_index_sql(", "memory._namespace_index_comment_sql("))
+        if name.startswith(
+            (
+                "memory._namespace_index_sql(",
+                "memory._namespace_text_index_sql(",
+                "memory._namespace_index_comment_sql(",
+            )
+        )
     }
-    assert len(builders) == 2
+    assert len(builders) == 3
     for name, src in builders.items():
         assert src.strip().startswith("SELECT format('"), name
         assert "memory.%I" in src and not re.search(r"memory\.%(?!I)", src), name
@@ -99,13 +109,13 @@ def test_dynamic_sql_is_confined_and_quoted(db):
         for line in src.splitlines():
             if re.match(r"\s*(RETURN QUERY )?EXECUTE\b", line):
                 assert re.search(
-                    r"EXECUTE (format\(|memory\._namespace_index_(comment_)?sql\()", line
+                    r"EXECUTE (format\(|memory\._namespace_(text_)?index_(comment_)?sql\()", line
                 ), line
     statements = next(src for name, _, _, src in _functions(db) if "maintenance_statements" in name)
     for line in statements.splitlines():
         if "RETURN NEXT" in line:
             assert re.search(
-                r"RETURN NEXT (format\('[^']*memory\.%I|memory\._namespace_index_(comment_)?sql\(|"
+                r"RETURN NEXT (format\('[^']*memory\.%I|memory\._namespace_(text_)?index_(comment_)?sql\(|"
                 r"'SELECT \* FROM memory\.maintain\(\)';)",
                 line,
             ), line
