@@ -36,7 +36,8 @@ AS $$
 $$;
 
 -- What memory.maintain() measured of a namespace's own index (in its comment):
--- {"organization_id", "namespace_id", "rows", "ef_search"}; null without one.
+-- {"organization_id", "namespace_id", "rows", "ef_search", "far_distance"}
+-- (memory._calibrate); null without one.
 CREATE OR REPLACE FUNCTION memory._own_index_about(kind text, org uuid, namespace_id uuid) RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -45,11 +46,18 @@ AS $$
                            'pg_class')::jsonb
 $$;
 
--- The ef_search a namespace's own index needs for recall@10 0.98 (memory.maintain).
+-- The ef_search an own index needs for recall@10 0.98, from what maintain()
+-- measured of it (memory._own_index_about; 100 where it measured none).
+CREATE OR REPLACE FUNCTION memory._ef_search_of(about jsonb) RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce((about ->> 'ef_search')::int, 100) $$;
+
+-- The same for a namespace's own index.
 CREATE OR REPLACE FUNCTION memory._own_ef_search(kind text, org uuid, namespace_id uuid) RETURNS int
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT coalesce((memory._own_index_about(kind, org, namespace_id) ->> 'ef_search')::int, 100) $$;
+AS $$ SELECT memory._ef_search_of(memory._own_index_about(kind, org, namespace_id)) $$;
 
 -- Live rows of the namespaces (an index-only count).
 CREATE OR REPLACE FUNCTION memory._live_rows(kind text, org uuid, namespace_ids uuid[]) RETURNS bigint
@@ -64,7 +72,7 @@ AS $$
 $$;
 
 -- `n` rows of a namespace with embeddings, the same ones each time (by a hash
--- of their ids): memory._calibrate_ef_search's queries.
+-- of their ids): memory._calibrate's queries.
 CREATE OR REPLACE FUNCTION memory._probes(kind text, org uuid, namespace_id uuid, n int,
                                OUT ids uuid[], OUT vectors @extschema:vector@.vector[])
 LANGUAGE sql STABLE
@@ -125,6 +133,26 @@ BEGIN
 END
 $$;
 
+-- The largest distance from a probe to its 10th exact neighbour (`truth`: 10
+-- per probe, in probe order): how far the calibration's queries saw their 10
+-- nearest lie. Null where no probe has 10.
+CREATE OR REPLACE FUNCTION memory._far_distance(kind text, org uuid, probes @extschema:vector@.vector[], truth uuid[])
+RETURNS float8
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT max(d.distance) FROM (
+        SELECT (f.embedding OPERATOR(@extschema:vector@.<=>) probes[i])::float8 AS distance
+        FROM generate_series(1, cardinality(probes)) i
+             JOIN memory.facts f ON f.organization_id = org AND f.id = truth[10 * i]
+        WHERE kind = 'fact'
+        UNION ALL
+        SELECT (m.embedding OPERATOR(@extschema:vector@.<=>) probes[i])::float8
+        FROM generate_series(1, cardinality(probes)) i
+             JOIN memory.messages m ON m.organization_id = org AND m.id = truth[10 * i]
+        WHERE kind = 'message') d
+$$;
+
 -- The smallest ef_search at which a namespace's own index, walked as a search
 -- walks it (memory._nearest_own: the probe and its 10 nearest; a deeper list
 -- at the same ef_search has the same first 10), finds 98% of the exact 10 nearest
@@ -135,8 +163,10 @@ $$;
 -- 50 probes one 50,000-fact tenant got 800 in one build and 1000 in the next,
 -- where its rows in a table of their own reach recall@10 0.98 at 600
 -- (bench/tenants.py). Recall grows with ef_search, so the ladder is searched
--- by halves.
-CREATE OR REPLACE FUNCTION memory._calibrate_ef_search(kind text, org uuid, namespace_id uuid) RETURNS int
+-- by halves. Returns {"ef_search", "far_distance"} (memory._far_distance of
+-- the same probes: past it a search walks again deeper, memory._nearest_own);
+-- null for a namespace without embeddings.
+CREATE OR REPLACE FUNCTION memory._calibrate(kind text, org uuid, namespace_id uuid) RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
@@ -172,7 +202,8 @@ BEGIN
             low := middle + 1;
         END IF;
     END LOOP;
-    RETURN ladder[low];
+    RETURN jsonb_build_object('ef_search', ladder[low],
+                              'far_distance', memory._far_distance(kind, org, probes, truth));
 END
 $$;
 
@@ -190,9 +221,20 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT (memory._namespace_text_index(kind, org, namespace_id) || '_building')::name $$;
 
--- The statement that builds a namespace's own HNSW index as `index_name`. Its
--- predicate repeats the filter every search of one namespace writes, so the
--- planner can prove it and use it. It indexes COALESCE(embedding, embedding):
+-- The predicate of a namespace's own indexes (HNSW and text): the filter every
+-- search of one namespace writes, so the planner can prove it and use either;
+-- the two must stay equal. Values through %L only.
+CREATE OR REPLACE FUNCTION memory._namespace_predicate_sql(kind text, org uuid, namespace_id uuid) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('organization_id = %L::uuid AND namespace_id = %L::uuid', org, namespace_id)
+           || coalesce(' AND ' || t.live, '')
+    FROM memory._memory_tables() t WHERE t.kind = _namespace_predicate_sql.kind
+$$;
+
+-- The statement that builds a namespace's own HNSW index as `index_name`,
+-- under memory._namespace_predicate_sql. It indexes COALESCE(embedding, embedding):
 -- the same values and dimensions, but an expression only
 -- memory._nearest_own orders by, so the shared index cannot serve that query
 -- and the planner cannot pick it instead by cost (their costs were within 8%
@@ -203,16 +245,15 @@ CREATE OR REPLACE FUNCTION memory._namespace_index_sql(kind text, org uuid, name
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT format('CREATE INDEX %s%I ON memory.%I USING hnsw ((COALESCE(embedding, embedding)) %I.%I) '
-                  'WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
+    SELECT format('CREATE INDEX %s%I ON memory.%I USING hnsw ((COALESCE(embedding, embedding)) %I.%I) WHERE %s',
                   CASE WHEN nonblocking THEN 'CONCURRENTLY IF NOT EXISTS ' ELSE '' END, index_name, t.table_name,
-                  memory._vector_schema(), (memory._embedding_config()).type_name || '_cosine_ops', org, namespace_id)
-           || coalesce(' AND ' || t.live, '')
+                  memory._vector_schema(), (memory._embedding_config()).type_name || '_cosine_ops',
+                  memory._namespace_predicate_sql(kind, org, namespace_id))
     FROM memory._memory_tables() t WHERE t.kind = _namespace_index_sql.kind
 $$;
 
 -- The statement that builds a namespace's own text index as `index_name`: a
--- GIN index on search_text under the own HNSW index's predicate. The shared
+-- GIN index on search_text under the same predicate. The shared
 -- text index (ARRAY[namespace_id], search_text) intersects a lexeme's postings
 -- across the table with the namespace's; this one holds the namespace's alone.
 CREATE OR REPLACE FUNCTION memory._namespace_text_index_sql(kind text, org uuid, namespace_id uuid, index_name name,
@@ -220,11 +261,9 @@ CREATE OR REPLACE FUNCTION memory._namespace_text_index_sql(kind text, org uuid,
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT format('CREATE INDEX %s%I ON memory.%I USING gin (search_text) '
-                  'WHERE organization_id = %L::uuid AND namespace_id = %L::uuid',
+    SELECT format('CREATE INDEX %s%I ON memory.%I USING gin (search_text) WHERE %s',
                   CASE WHEN nonblocking THEN 'CONCURRENTLY IF NOT EXISTS ' ELSE '' END, index_name, t.table_name,
-                  org, namespace_id)
-           || coalesce(' AND ' || t.live, '')
+                  memory._namespace_predicate_sql(kind, org, namespace_id))
     FROM memory._memory_tables() t WHERE t.kind = _namespace_text_index_sql.kind
 $$;
 
@@ -395,8 +434,8 @@ AS $$
 BEGIN
     PERFORM memory._count_lexemes(kind, org, namespace_id, live_rows);
     EXECUTE format('COMMENT ON INDEX memory.%I IS %L', memory._namespace_index(kind, org, namespace_id),
-                   jsonb_build_object('organization_id', org, 'namespace_id', namespace_id, 'rows', live_rows,
-                                      'ef_search', memory._calibrate_ef_search(kind, org, namespace_id))::text);
+                   (jsonb_build_object('organization_id', org, 'namespace_id', namespace_id, 'rows', live_rows)
+                    || coalesce(memory._calibrate(kind, org, namespace_id), '{}'))::text);
 END
 $$;
 

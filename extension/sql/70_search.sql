@@ -149,6 +149,8 @@ DECLARE
     shared uuid[];
     caller_ef text := current_setting('hnsw.ef_search');
     one uuid;
+    about jsonb;
+    far float8;  -- a walk ending past it walks again (memory._nearest_own); not past a caller's ef_search
     ids uuid[] := '{}';
     distances float8[] := '{}';
 BEGIN
@@ -159,15 +161,17 @@ BEGIN
     END IF;
     shared := ARRAY(SELECT unnest(namespace_ids) EXCEPT SELECT unnest(own));
     FOREACH one IN ARRAY own LOOP
-        PERFORM set_config('hnsw.ef_search', coalesce(ef_search, memory._own_ef_search(kind, org, one))::text, true);
+        about := memory._own_index_about(kind, org, one);
+        far := CASE WHEN ef_search IS NULL THEN (about ->> 'far_distance')::float8 END;
+        PERFORM set_config('hnsw.ef_search', coalesce(ef_search, memory._ef_search_of(about))::text, true);
         IF shared = '{}' AND cardinality(own) = 1 THEN
             RETURN QUERY SELECT n.id, n.distance
-                         FROM memory._nearest_own(kind, org, one, exclude_chat, query, k, created) n;
+                         FROM memory._nearest_own(kind, org, one, exclude_chat, query, k, created, far) n;
             PERFORM set_config('hnsw.ef_search', caller_ef, true);
             RETURN;
         END IF;
         SELECT ids || array_agg(n.id), distances || array_agg(n.distance) INTO ids, distances
-        FROM memory._nearest_own(kind, org, one, exclude_chat, query, k, created) n;
+        FROM memory._nearest_own(kind, org, one, exclude_chat, query, k, created, far) n;
     END LOOP;
     PERFORM set_config('hnsw.ef_search', caller_ef, true);
     RETURN QUERY
@@ -275,10 +279,14 @@ $$;
 -- memory._nearest_own_scan with pgvector's iterative scan off first: the
 -- graph holds only the namespace's rows, so the filter drops one only where
 -- it is forgotten, outside `created` or in the excluded chat, and the plain
--- scan is 6-14% cheaper (docs/archival.md). Short of k rows, it scans again
--- with the relaxed iterative scan, which walks on until k are found.
+-- scan is 6-14% cheaper (docs/archival.md). A walk whose 10th row (k-th, for
+-- fewer) lies past `far` walks again 4 times as deep: a query farther from
+-- the namespace's rows than the calibration's were can be stranded among the
+-- wrong ones at the calibrated depth (docs/archival.md). Short of k rows, it
+-- scans again with the relaxed iterative scan, which walks on until k are found.
 CREATE OR REPLACE FUNCTION memory._nearest_own(kind text, org uuid, namespace_id uuid, exclude_chat text,
-                                    query @extschema:vector@.vector, k int, created tstzrange)
+                                    query @extschema:vector@.vector, k int, created tstzrange,
+                                    far float8 DEFAULT NULL)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -286,19 +294,24 @@ SET hnsw.iterative_scan = 'off'  -- the caller's value comes back on return
 AS $$
 DECLARE
     caller_ef text := current_setting('hnsw.ef_search');
+    -- Without the iterative scan a scan returns at most ef_search rows: leave room
+    -- for the rows a filter drops. Unfiltered, only rows forgotten since the last
+    -- vacuum drop out (the index's predicate holds the rest), and a short scan is redone below.
+    ef int := least(1000, greatest(caller_ef::int, CASE WHEN created IS NULL AND exclude_chat IS NULL THEN k ELSE 2 * k END));
     ids uuid[];
     distances float8[];
 BEGIN
-    -- Without the iterative scan a scan returns at most ef_search rows: leave room
-    -- for the rows a filter drops (the SET clause does not cover ef_search:
-    -- restored by hand). Unfiltered, only rows forgotten since the last vacuum
-    -- drop out (the index's predicate holds the rest), and a short scan is redone below.
-    PERFORM set_config('hnsw.ef_search',
-        least(1000, greatest(caller_ef::int, CASE WHEN created IS NULL AND exclude_chat IS NULL THEN k ELSE 2 * k END))::text,
-        true);
+    -- The SET clause does not cover ef_search: restored by hand.
+    PERFORM set_config('hnsw.ef_search', ef::text, true);
     SELECT array_agg(s.id ORDER BY s.distance, s.id), array_agg(s.distance ORDER BY s.distance, s.id)
     INTO ids, distances
     FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
+    IF cardinality(ids) >= k AND distances[least(k, 10)] > far AND ef < 1000 THEN
+        PERFORM set_config('hnsw.ef_search', least(1000, 4 * ef)::text, true);
+        SELECT array_agg(s.id ORDER BY s.distance, s.id), array_agg(s.distance ORDER BY s.distance, s.id)
+        INTO ids, distances
+        FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
+    END IF;
     PERFORM set_config('hnsw.ef_search', caller_ef, true);
     IF coalesce(cardinality(ids), 0) < k THEN
         PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);  -- undone on return too

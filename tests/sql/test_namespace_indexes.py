@@ -224,6 +224,23 @@ def test_maintain_built_the_large_namespace_its_own_indexes(big):
         800,
         1000,
     )
+    # ... and how far its probes' 10th nearest rows lay: the largest such distance.
+    tenths = [
+        conn.execute(
+            "SELECT (embedding <=> %s::vector)::float8 FROM memory.facts WHERE organization_id = %s"
+            " AND namespace_id = %s AND forgotten_at IS NULL AND id <> %s"
+            " ORDER BY (embedding <=> %s::vector) + 0, id OFFSET 9 LIMIT 1",
+            (vector, ORG, large_ns, probe, vector),
+        ).fetchone()[0]
+        for probe, vector in zip(
+            *conn.execute(
+                "SELECT ids, vectors::text[] FROM memory._probes('fact', %s, %s, 100)",
+                (ORG, large_ns),
+            ).fetchone(),
+            strict=True,
+        )
+    ]
+    assert len(tenths) == 100 and about["far_distance"] == pytest.approx(max(tenths), rel=1e-9)
     assert definition.endswith(
         f"USING hnsw (COALESCE(embedding, embedding) vector_cosine_ops) WHERE ((organization_id = '{ORG}'::uuid)"
         f" AND (namespace_id = '{large_ns}'::uuid) AND (forgotten_at IS NULL))"
@@ -411,6 +428,82 @@ def test_a_lone_vector_list_is_read_k_deep(big):
             assert [r[0] for r in rows] == exact
             assert [r[1] for r in rows] == pytest.approx([1 / (60 + rank) for rank in range(1, 11)])
     assert read == {"vector-only": 10, "hybrid": 40}
+
+
+def test_a_walk_ending_farther_than_the_calibration_saw_walks_again_deeper(big):
+    # maintain() keeps how far its probes' 10th nearest rows lay (far_distance). A
+    # query whose walk ends past that (its 10th row farther) is one the calibrated
+    # depth may strand among the wrong rows: the own index is walked again, 4 times
+    # as deep. A query among the namespace's rows is walked once.
+    conn, dsn = big["conn"], big["dsn"]
+    own = _index(conn, "fact", LARGE)
+    near_query = conn.execute(
+        "SELECT embedding::real[] FROM memory.facts WHERE organization_id = %s"
+        " AND namespace_id = memory._namespace_id(%s, 'user', %s, NULL) ORDER BY id LIMIT 1",
+        (ORG, ORG, LARGE),
+    ).fetchone()[0]
+    far_query = (-big["centers"].mean(axis=0)).tolist()  # away from every cluster
+    _, scans = _as_user(dsn, LARGE, FACTS, (ORG, near_query, 10))
+    assert scans.get(own) == 1, scans
+    rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, far_query, 10))
+    assert scans.get(own) == 2 and len(rows) == 10, scans
+    # A caller's own ef_search is its choice: walked once, at that depth.
+    with_ef = "SELECT id FROM memory.search_facts(%s, '', %s::real[], '{}', %s, %s)"
+    _, scans = _as_user(dsn, LARGE, with_ef, (ORG, far_query, 10, Jsonb({"ef_search": 40})))
+    assert scans.get(own) == 1, scans
+
+
+def test_the_deeper_walk_is_the_one_a_caller_would_ask_for(big):
+    # With the index's calibrated depth set to 10 and far_distance to 0, every search
+    # walks twice and answers what a walk at 40 (the option ef_search) answers; with
+    # far_distance 2 (no cosine distance is larger), once, as at 10. The shallow
+    # walk misses rows the deeper one finds, so the second walk is what lifts recall.
+    conn, dsn = big["conn"], big["dsn"]
+    own = _index(conn, "fact", LARGE)
+    large_ns = conn.execute(
+        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
+    ).fetchone()[0]
+    about = conn.execute(
+        "SELECT memory._own_index_about('fact', %s, %s)", (ORG, large_ns)
+    ).fetchone()[0]
+    with_ef = "SELECT id FROM memory.search_facts(%s, '', %s::real[], '{}', %s, %s)"
+    rng = np.random.default_rng(23)
+    queries = [v.astype(np.float32).tolist() for v in _vectors(rng, big["centers"], 30)]
+    answers: dict[str, list[list]] = {}
+    try:
+        for far, ef, expected_scans in (
+            (0.0, None, 2),
+            (2.0, None, 1),
+            (None, 40, 1),
+            (None, 10, 1),
+        ):
+            conn.execute(
+                sql.SQL("COMMENT ON INDEX {} IS {}").format(
+                    sql.Identifier("memory", own),
+                    sql.Literal(json.dumps({**about, "ef_search": 10, "far_distance": far})),
+                )
+            )
+            label = f"far {far}" if ef is None else f"ef {ef}"
+            answers[label] = []
+            for q in queries:
+                options = Jsonb({} if ef is None else {"ef_search": ef})
+                rows, scans = _as_user(dsn, LARGE, with_ef, (ORG, q, 10, options))
+                assert scans.get(own) == expected_scans, (label, scans)
+                answers[label].append([r[0] for r in rows])
+    finally:
+        conn.execute(
+            sql.SQL("COMMENT ON INDEX {} IS {}").format(
+                sql.Identifier("memory", own), sql.Literal(json.dumps(about))
+            )
+        )
+    assert answers["far 0.0"] == answers["ef 40"]
+    assert answers["far 2.0"] == answers["ef 10"]
+    exact = [_exact_facts(conn, LARGE, np.array(q), 10) for q in queries]
+
+    def found(label: str) -> int:
+        return sum(len(set(a) & set(e)) for a, e in zip(answers[label], exact, strict=True))
+
+    assert found("far 0.0") > found("far 2.0"), (found("far 0.0"), found("far 2.0"))
 
 
 def test_an_own_index_scan_short_of_k_live_rows_scans_again_relaxed(big):

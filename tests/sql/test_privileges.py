@@ -46,7 +46,7 @@ def test_dynamic_sql_is_confined_and_quoted(db):
     """Few functions build SQL at run time: the plug-in binding from a validated
     regprocedure, the jobs over facts and messages from the table names of
     memory._memory_tables(), and the namespaces' own indexes from names derived
-    from them; every statement through format(), or through one of the three
+    from them; every statement through format(), or through one of the
     builders of an own index's statements (checked here the same way), which
     memory.maintenance_statements() also hands out to be run."""
     dynamic = {
@@ -97,14 +97,22 @@ def test_dynamic_sql_is_confined_and_quoted(db):
                 "memory._namespace_index_sql(",
                 "memory._namespace_text_index_sql(",
                 "memory._namespace_index_comment_sql(",
+                "memory._namespace_predicate_sql(",
             )
         )
     }
-    assert len(builders) == 3
+    assert len(builders) == 4
     for name, src in builders.items():
         assert src.strip().startswith("SELECT format('"), name
+        if name.startswith("memory._namespace_predicate_sql("):  # values only, through %L
+            assert re.findall(r"%[^%]", src) == ["%L", "%L"], name
+            continue
         assert "memory.%I" in src and not re.search(r"memory\.%(?!I)", src), name
-        assert not re.search(r"%s(?!%I)", src), name  # only the fixed CONCURRENTLY clause
+        # %s only for the fixed CONCURRENTLY clause and the predicate built above
+        assert not re.search(r"%s(?!%I)", src.replace("WHERE %s'", "")), name
+        assert src.count("WHERE %s'") == ("comment" not in name)
+        if "comment" not in name:
+            assert "memory._namespace_predicate_sql(kind, org, namespace_id))" in src, name
     for src in dynamic.values():
         for line in src.splitlines():
             if re.match(r"\s*(RETURN QUERY )?EXECUTE\b", line):
