@@ -137,6 +137,15 @@ def _pair(conn: psycopg.Connection, kind: str, user: uuid.UUID, org: uuid.UUID =
     return [own, f"{own}_text"]
 
 
+def _measured(conn: psycopg.Connection, user: uuid.UUID) -> tuple[uuid.UUID, dict[str, Any]]:
+    """A user's fact namespace and what maintain() measured of its own index."""
+    return conn.execute(
+        "SELECT n.id, memory._own_index_about('fact', %s, n.id)"
+        " FROM (SELECT memory._namespace_id(%s, 'user', %s, NULL) AS id) n",
+        (ORG, ORG, user),
+    ).fetchone()
+
+
 def _own_indexes(conn: psycopg.Connection) -> list[tuple[str, int]]:
     """(index name, its oid) of every namespace's own index (HNSW and text)."""
     return conn.execute(
@@ -199,13 +208,8 @@ def test_maintain_built_the_large_namespace_its_own_indexes(big):
     definition = conn.execute(
         "SELECT pg_get_indexdef(%s::regclass)", (f"memory.{_index(conn, 'fact', LARGE)}",)
     ).fetchone()[0]
-    large_ns = conn.execute(
-        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
-    ).fetchone()[0]
     # maintain measured it: its size and the ef_search it needs, in its comment.
-    about = conn.execute(
-        "SELECT memory._own_index_about('fact', %s, %s)", (ORG, large_ns)
-    ).fetchone()[0]
+    large_ns, about = _measured(conn, LARGE)
     assert about["rows"] == 6_000 and about["namespace_id"] == str(large_ns)
     assert about["ef_search"] in (
         40,
@@ -460,12 +464,7 @@ def test_the_deeper_walk_is_the_one_a_caller_would_ask_for(big):
     # walk misses rows the deeper one finds, so the second walk is what lifts recall.
     conn, dsn = big["conn"], big["dsn"]
     own = _index(conn, "fact", LARGE)
-    large_ns = conn.execute(
-        "SELECT memory._namespace_id(%s, 'user', %s, NULL)", (ORG, LARGE)
-    ).fetchone()[0]
-    about = conn.execute(
-        "SELECT memory._own_index_about('fact', %s, %s)", (ORG, large_ns)
-    ).fetchone()[0]
+    _, about = _measured(conn, LARGE)
     with_ef = "SELECT id FROM memory.search_facts(%s, '', %s::real[], '{}', %s, %s)"
     rng = np.random.default_rng(23)
     queries = [v.astype(np.float32).tolist() for v in _vectors(rng, big["centers"], 30)]
