@@ -279,11 +279,10 @@ $$;
 -- memory._nearest_own_scan with pgvector's iterative scan off first: the
 -- graph holds only the namespace's rows, so the filter drops one only where
 -- it is forgotten, outside `created` or in the excluded chat, and the plain
--- scan is 6-14% cheaper (docs/archival.md). While a walk's 10th row (k-th,
--- for fewer) lies past `far`, it walks again 4 times as deep, up to 1,000: a
--- query farther from the namespace's rows than the calibration's were can be
--- stranded among the wrong ones at the calibrated depth, and one 4x step is
--- not always enough to leave them (docs/archival.md). Short of k rows, it
+-- scan is 6-14% cheaper (docs/archival.md). A walk whose 10th row (k-th, for
+-- fewer) lies past `far` walks again 4 times as deep: a query farther from
+-- the namespace's rows than the calibration's were can be stranded among the
+-- wrong ones at the calibrated depth (docs/archival.md). Short of k rows, it
 -- scans again with the relaxed iterative scan, which walks on until k are found.
 CREATE OR REPLACE FUNCTION memory._nearest_own(kind text, org uuid, namespace_id uuid, exclude_chat text,
                                     query @extschema:vector@.vector, k int, created tstzrange,
@@ -302,16 +301,17 @@ DECLARE
     ids uuid[];
     distances float8[];
 BEGIN
-    LOOP
-        -- The SET clause does not cover ef_search: restored by hand below.
-        PERFORM set_config('hnsw.ef_search', ef::text, true);
+    -- The SET clause does not cover ef_search: restored by hand.
+    PERFORM set_config('hnsw.ef_search', ef::text, true);
+    SELECT array_agg(s.id ORDER BY s.distance, s.id), array_agg(s.distance ORDER BY s.distance, s.id)
+    INTO ids, distances
+    FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
+    IF cardinality(ids) >= k AND distances[least(k, 10)] > far AND ef < 1000 THEN
+        PERFORM set_config('hnsw.ef_search', least(1000, 4 * ef)::text, true);
         SELECT array_agg(s.id ORDER BY s.distance, s.id), array_agg(s.distance ORDER BY s.distance, s.id)
         INTO ids, distances
         FROM memory._nearest_own_scan(kind, org, namespace_id, exclude_chat, query, k, created) s;
-        -- far is NULL when the caller chose the depth: one walk.
-        EXIT WHEN NOT coalesce(cardinality(ids) >= k AND distances[least(k, 10)] > far AND ef < 1000, false);
-        ef := least(1000, 4 * ef);
-    END LOOP;
+    END IF;
     PERFORM set_config('hnsw.ef_search', caller_ef, true);
     IF coalesce(cardinality(ids), 0) < k THEN
         PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);  -- undone on return too

@@ -434,30 +434,13 @@ def test_a_lone_vector_list_is_read_k_deep(big):
     assert read == {"vector-only": 10, "hybrid": 40}
 
 
-def _ladder(ef: int) -> list[int]:
-    """The depths an own index is walked at from ef on: 4 times deeper each time, up to 1,000."""
-    depths = [ef]
-    while depths[-1] < 1000:
-        depths.append(min(1000, 4 * depths[-1]))
-    return depths
-
-
-def _tenth_distance(conn: psycopg.Connection, ids: list, query: list[float]) -> float:
-    """The largest cosine distance from query to the given facts, as the search computes it."""
-    return conn.execute(
-        "SELECT max((embedding <=> %s::real[]::vector)::float8) FROM memory.facts WHERE id = ANY(%s)",
-        (query, ids),
-    ).fetchone()[0]
-
-
-def test_a_walk_ending_farther_than_the_calibration_saw_walks_on_deeper(big):
+def test_a_walk_ending_farther_than_the_calibration_saw_walks_again_deeper(big):
     # maintain() keeps how far its probes' 10th nearest rows lay (far_distance). A
     # query whose walk ends past that (its 10th row farther) is one the calibrated
     # depth may strand among the wrong rows: the own index is walked again, 4 times
-    # as deep each time, up to 1,000. A query among the namespace's rows is walked once.
+    # as deep. A query among the namespace's rows is walked once.
     conn, dsn = big["conn"], big["dsn"]
     own = _index(conn, "fact", LARGE)
-    _, about = _measured(conn, LARGE)
     # Dead versions left by the tests before would cut a walk short of k rows (then
     # a relaxed scan follows, a scan of its own): vacuumed first.
     conn.execute("VACUUM memory.facts")
@@ -466,29 +449,22 @@ def test_a_walk_ending_farther_than_the_calibration_saw_walks_on_deeper(big):
         " AND namespace_id = memory._namespace_id(%s, 'user', %s, NULL) ORDER BY id LIMIT 1",
         (ORG, ORG, LARGE),
     ).fetchone()[0]
+    far_query = (-big["centers"].mean(axis=0)).tolist()  # away from every cluster
     _, scans = _as_user(dsn, LARGE, FACTS, (ORG, near_query, 10))
     assert scans.get(own) == 1, scans
-    # Away from every cluster: even its exact 10th nearest lies past far_distance,
-    # so no walk can end within it and the index is walked at every depth up to 1,000.
-    far_query = (-big["centers"].mean(axis=0)).tolist()
-    exact = _exact_facts(conn, LARGE, np.array(far_query), 10)
-    assert _tenth_distance(conn, exact, far_query) > about["far_distance"]
     rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, far_query, 10))
-    assert scans.get(own) == len(_ladder(about["ef_search"])), (about, scans)
-    assert [r[0] for r in rows] == exact  # 1,000 deep in 6,000 rows: the exact answer
+    assert scans.get(own) == 2 and len(rows) == 10, scans
     # A caller's own ef_search is its choice: walked once, at that depth.
     with_ef = "SELECT id FROM memory.search_facts(%s, '', %s::real[], '{}', %s, %s)"
     _, scans = _as_user(dsn, LARGE, with_ef, (ORG, far_query, 10, Jsonb({"ef_search": 40})))
     assert scans.get(own) == 1, scans
 
 
-def test_the_walk_stops_at_the_first_depth_whose_10th_row_is_within_far(big):
-    # With the index's calibrated depth set to 10, a search walks at 10, 40, 160,
-    # 640 and 1,000 until a walk's 10th row lies within far_distance, and answers
-    # what the option ef_search at that depth answers. The oracle is each depth
-    # walked once by the option: far_distance 0 walks every depth (the answer at
-    # 1,000), 2 (no cosine distance is larger) walks once (the answer at 10), and a
-    # far_distance between stops each query where its own walks say it should.
+def test_the_deeper_walk_is_the_one_a_caller_would_ask_for(big):
+    # With the index's calibrated depth set to 10 and far_distance to 0, every search
+    # walks twice and answers what a walk at 40 (the option ef_search) answers; with
+    # far_distance 2 (no cosine distance is larger), once, as at 10. The shallow
+    # walk misses rows the deeper one finds, so the second walk is what lifts recall.
     conn, dsn = big["conn"], big["dsn"]
     own = _index(conn, "fact", LARGE)
     _, about = _measured(conn, LARGE)
@@ -496,54 +472,41 @@ def test_the_walk_stops_at_the_first_depth_whose_10th_row_is_within_far(big):
     with_ef = "SELECT id FROM memory.search_facts(%s, '', %s::real[], '{}', %s, %s)"
     rng = np.random.default_rng(23)
     queries = [v.astype(np.float32).tolist() for v in _vectors(rng, big["centers"], 30)]
-    depths = _ladder(10)
-    assert depths == [10, 40, 160, 640, 1000]
-    by_depth: dict[int, list[list]] = {ef: [] for ef in depths}
-    tenth: dict[int, list[float]] = {ef: [] for ef in depths}
-    for ef in depths:
-        for q in queries:
-            rows, scans = _as_user(dsn, LARGE, with_ef, (ORG, q, 10, Jsonb({"ef_search": ef})))
-            assert scans.get(own) == 1, (ef, scans)
-            by_depth[ef].append([r[0] for r in rows])
-            tenth[ef].append(_tenth_distance(conn, by_depth[ef][-1], q))
-    # Between: the median 10th distance of the walks at 10, so some stop there and some go on.
-    middle = float(np.median(tenth[10]))
-    answers: dict[float, list[list]] = {}
-    walks: dict[float, list[int]] = {}
+    answers: dict[str, list[list]] = {}
     try:
-        for far in (0.0, 2.0, middle):
+        for far, ef, expected_scans in (
+            (0.0, None, 2),
+            (2.0, None, 1),
+            (None, 40, 1),
+            (None, 10, 1),
+        ):
             conn.execute(
                 sql.SQL("COMMENT ON INDEX {} IS {}").format(
                     sql.Identifier("memory", own),
                     sql.Literal(json.dumps({**about, "ef_search": 10, "far_distance": far})),
                 )
             )
-            answers[far], walks[far] = [], []
+            label = f"far {far}" if ef is None else f"ef {ef}"
+            answers[label] = []
             for q in queries:
-                rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, q, 10))
-                answers[far].append([r[0] for r in rows])
-                walks[far].append(scans.get(own))
+                options = Jsonb({} if ef is None else {"ef_search": ef})
+                rows, scans = _as_user(dsn, LARGE, with_ef, (ORG, q, 10, options))
+                assert scans.get(own) == expected_scans, (label, scans)
+                answers[label].append([r[0] for r in rows])
     finally:
         conn.execute(
             sql.SQL("COMMENT ON INDEX {} IS {}").format(
                 sql.Identifier("memory", own), sql.Literal(json.dumps(about))
             )
         )
-    assert walks[0.0] == [5] * len(queries) and answers[0.0] == by_depth[1000]
-    assert walks[2.0] == [1] * len(queries) and answers[2.0] == by_depth[10]
-    expected_walks = [
-        next((n for n, ef in enumerate(depths, 1) if tenth[ef][i] <= middle), len(depths))
-        for i in range(len(queries))
-    ]
-    assert walks[middle] == expected_walks
-    assert answers[middle] == [by_depth[depths[n - 1]][i] for i, n in enumerate(expected_walks)]
-    assert 1 in expected_walks and max(expected_walks) > 1, expected_walks
+    assert answers["far 0.0"] == answers["ef 40"]
+    assert answers["far 2.0"] == answers["ef 10"]
     exact = [_exact_facts(conn, LARGE, np.array(q), 10) for q in queries]
 
-    def found(answer: list[list]) -> int:
-        return sum(len(set(a) & set(e)) for a, e in zip(answer, exact, strict=True))
+    def found(label: str) -> int:
+        return sum(len(set(a) & set(e)) for a, e in zip(answers[label], exact, strict=True))
 
-    assert found(answers[0.0]) > found(answers[2.0]), (found(answers[0.0]), found(answers[2.0]))
+    assert found("far 0.0") > found("far 2.0"), (found("far 0.0"), found("far 2.0"))
 
 
 def test_an_own_index_scan_short_of_k_live_rows_scans_again_relaxed(big):
