@@ -26,13 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 import uuid
 from collections.abc import Callable
 
 import numpy as np
 import psycopg
-from bench._common import create_database, embedded_server
+from bench._common import create_database, embedded_server, timed, vector_literal
 from pgvector.psycopg import register_vector
 
 DIMS = 32
@@ -62,10 +61,6 @@ def _median_ms(run: Callable[[], float], n: int) -> float:
 def _planning_ms(conn: psycopg.Connection, sql: str) -> float:
     explain = "EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) " + sql
     return _median_ms(lambda: conn.execute(explain).fetchone()[0][0]["Planning Time"], PLANS)
-
-
-def _vector_literal(v: np.ndarray) -> str:
-    return "[" + ",".join(f"{x:.5f}" for x in v) + "]"
 
 
 def extension(large: int) -> dict[str, dict[str, list[float]]]:
@@ -122,14 +117,14 @@ def extension(large: int) -> dict[str, dict[str, list[float]]]:
         big, medium = large_users[0], medium_users[0]
         big_ns, medium_ns = namespace(big), namespace(medium)
         query = (centers[3] + 0.4 * rng.standard_normal(DIMS)).astype(np.float32)
-        q = _vector_literal(query)
+        q = vector_literal(query)
         plans = {
             "own index's scan (large)": f"SELECT f.id FROM memory.facts f WHERE f.organization_id = '{ORG}'"
             f" AND f.namespace_id = '{big_ns}' AND f.forgotten_at IS NULL"
-            f" ORDER BY COALESCE(f.embedding, f.embedding) <=> '{q}'::vector LIMIT 10",
+            f" ORDER BY COALESCE(f.embedding, f.embedding) <=> '{q}'::real[]::vector LIMIT 10",
             "shared index's scan (medium)": f"SELECT f.id FROM memory.facts f WHERE f.organization_id = '{ORG}'"
             f" AND f.namespace_id = ANY (ARRAY['{medium_ns}']::uuid[]) AND f.forgotten_at IS NULL"
-            f" AND f.in_shared_index ORDER BY f.embedding <=> '{q}'::vector LIMIT 10",
+            f" AND f.in_shared_index ORDER BY f.embedding <=> '{q}'::real[]::vector LIMIT 10",
             "text query (medium)": f"SELECT f.id FROM memory.facts f WHERE f.organization_id = '{ORG}'"
             f" AND f.namespace_id = '{medium_ns}' AND f.forgotten_at IS NULL"
             " AND f.search_text @@ to_tsquery('simple', 'coffee | garden')",
@@ -148,9 +143,10 @@ def extension(large: int) -> dict[str, dict[str, list[float]]]:
             conn.execute("SELECT set_config('request.jwt.claims', %s, false)", (claims,))
 
             def one() -> float:
-                start = time.perf_counter()
-                conn.execute(search, (ORG, text, query.tolist())).fetchall()
-                return 1000 * (time.perf_counter() - start)
+                _, seconds = timed(
+                    lambda: conn.execute(search, (ORG, text, query.tolist())).fetchall()
+                )
+                return 1000 * seconds
 
             try:
                 return _median_ms(one, CALLS)
@@ -215,14 +211,14 @@ def plain_tables(large: int) -> dict[str, float]:
             conn.execute(f"CREATE INDEX ON one USING gin (t) WHERE ns = '{ns}' AND gone IS NULL")
         conn.execute("ANALYZE one")
         conn.execute("ANALYZE parted")
-        q = _vector_literal(rng.standard_normal(DIMS))
+        q = vector_literal(rng.standard_normal(DIMS))
         own, shared = "COALESCE(embedding, embedding)", "embedding"
         big_ns = big[0] if big else small
 
         def scan(table: str, ns: uuid.UUID, expression: str) -> str:
             return (
                 f"SELECT id FROM {table} WHERE ns = '{ns}' AND gone IS NULL"
-                f" ORDER BY {expression} <=> '{q}' LIMIT 10"
+                f" ORDER BY {expression} <=> '{q}'::real[]::vector LIMIT 10"
             )
 
         return {
