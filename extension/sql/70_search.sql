@@ -337,9 +337,13 @@ CREATE OR REPLACE FUNCTION memory._nearest_in(kind text, org uuid, namespace_ids
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
--- A cached generic plan would pick the btree + sort for any namespace size
--- (bench/search.py: 64 ms instead of 7 ms at 20,000 facts); plan per call.
-SET plan_cache_mode = force_custom_plan
+-- Planned once per session: a plan per call cost 0.2-0.4 ms, most of it
+-- weighing every namespace's own index (docs/archival.md). Sorts off, or the
+-- generic plan sorts the namespace's btree range instead of walking the index
+-- (bench/search.py: 64 ms instead of 7 ms at 20,000 facts); the sorts left
+-- (of the k rows, and memory._nearest_unshared's) are in every plan alike.
+SET plan_cache_mode = force_generic_plan
+SET enable_sort = off
 AS $$
 BEGIN
     IF query IS NULL THEN
@@ -500,24 +504,35 @@ BEGIN
 END
 $$;
 
--- memory._text_candidates through the text index.
+-- memory._text_candidates through the text index. Planned once per session
+-- (a plan per call cost 0.3 ms, most of it weighing every namespace's own
+-- text index: docs/archival.md); one query per table, so each plan holds only
+-- its own table's scan, and with seq scans off the text index is the one way
+-- to the rows of a few namespaces matching the query.
 CREATE OR REPLACE FUNCTION memory._text_candidates_many(kind text, org uuid, namespace_ids uuid[], exclude_chat text,
                                              filter tsquery, created tstzrange)
 RETURNS TABLE (id uuid, search_text tsvector)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_custom_plan
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
-    SELECT f.id, f.search_text FROM memory.facts f
-    WHERE kind = 'fact' AND f.organization_id = org
-      AND ARRAY[f.namespace_id] && namespace_ids  -- the indexed form (facts_search_idx)
-      AND f.forgotten_at IS NULL AND f.search_text @@ filter
-      AND (created IS NULL OR f.created_at <@ created)
-    UNION ALL
-    SELECT m.id, m.search_text FROM memory.messages m
-    WHERE kind = 'message' AND m.organization_id = org AND ARRAY[m.namespace_id] && namespace_ids
-      AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ filter
-      AND (created IS NULL OR m.created_at <@ created)
+BEGIN
+    IF kind = 'fact' THEN
+        RETURN QUERY
+        SELECT f.id, f.search_text FROM memory.facts f
+        WHERE f.organization_id = org
+          AND ARRAY[f.namespace_id] && namespace_ids  -- the indexed form (facts_search_idx)
+          AND f.forgotten_at IS NULL AND f.search_text @@ filter
+          AND (created IS NULL OR f.created_at <@ created);
+    ELSE
+        RETURN QUERY
+        SELECT m.id, m.search_text FROM memory.messages m
+        WHERE m.organization_id = org AND ARRAY[m.namespace_id] && namespace_ids
+          AND m.chat_id IS DISTINCT FROM exclude_chat AND m.search_text @@ filter
+          AND (created IS NULL OR m.created_at <@ created);
+    END IF;
+END
 $$;
 
 -- memory._text_candidates through a namespace's own text index
@@ -600,8 +615,9 @@ $$;
 -- Its query joins two function results, which no plan made for the call's
 -- values does better: planned per call it cost a tiny namespace's search
 -- 0.25 ms, 40% of this function (bench/tenants.py profile). The functions it
--- calls that need a plan per call (memory._nearest_in, memory._nearest_own_scan,
--- memory._text_candidates_many) set that themselves.
+-- calls that need a plan per call (memory._nearest_own_scan,
+-- memory._text_candidates_own: their partial index's predicate is proved on
+-- the call's constants) set that themselves.
 CREATE OR REPLACE FUNCTION memory._rank(kind text, org uuid, namespace_ids uuid[], exclude_chat text, query text,
                              query_embedding @extschema:vector@.vector, k int, options jsonb)
 RETURNS TABLE (id uuid, score float8)
