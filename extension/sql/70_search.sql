@@ -337,13 +337,13 @@ CREATE OR REPLACE FUNCTION memory._nearest_in(kind text, org uuid, namespace_ids
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
--- Planned once per session: a plan per call cost 0.2-0.4 ms, most of it
--- weighing every namespace's own index (docs/archival.md). Sorts off, or the
--- generic plan sorts the namespace's btree range instead of walking the index
--- (bench/search.py: 64 ms instead of 7 ms at 20,000 facts); the sorts left
--- (of the k rows, and memory._nearest_unshared's) are in every plan alike.
-SET plan_cache_mode = force_generic_plan
-SET enable_sort = off
+-- Planned per call: whether to walk the index or sort the namespace's btree
+-- range depends on its size. A cached generic plan picked the sort for any
+-- size (bench/search.py: 64 ms instead of 7 ms at 20,000 facts); one kept
+-- on the walk with sorts off walked it where the sort was cheaper
+-- (bench/plancost.py: search_facts in a 400-row namespace of 30,000 facts,
+-- 1.1 -> 3.2 ms).
+SET plan_cache_mode = force_custom_plan
 AS $$
 BEGIN
     IF query IS NULL THEN
@@ -615,9 +615,8 @@ $$;
 -- Its query joins two function results, which no plan made for the call's
 -- values does better: planned per call it cost a tiny namespace's search
 -- 0.25 ms, 40% of this function (bench/tenants.py profile). The functions it
--- calls that need a plan per call (memory._nearest_own_scan,
--- memory._text_candidates_own: their partial index's predicate is proved on
--- the call's constants) set that themselves.
+-- calls that need a plan per call (memory._nearest_in, memory._nearest_own_scan,
+-- memory._text_candidates_own) set that themselves.
 CREATE OR REPLACE FUNCTION memory._rank(kind text, org uuid, namespace_ids uuid[], exclude_chat text, query text,
                              query_embedding @extschema:vector@.vector, k int, options jsonb)
 RETURNS TABLE (id uuid, score float8)

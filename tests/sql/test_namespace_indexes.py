@@ -332,11 +332,10 @@ def test_a_large_namespace_is_searched_through_its_own_index(big):
     rows, scans = _as_user(dsn, LARGE, FACTS, (ORG, query.tolist(), 10))
     assert len(rows) == 10
     assert scans.get(own) == 1 and "facts_embedding_idx" not in scans, scans
-    # A medium namespace walks the shared index (its plan, made once per session,
-    # never sorts the namespace's btree range instead); a tiny one is ranked exactly.
+    # A medium namespace is not (the planner may walk the shared index or sort its
+    # btree range: 600 rows); a tiny one is ranked exactly.
     _, scans = _as_user(dsn, MEDIUM[0], FACTS, (ORG, query.tolist(), 10))
     assert not any(name.startswith("facts_ns_") for name in scans), scans
-    assert scans.get("facts_embedding_idx") == 1, scans
     _, scans = _as_user(dsn, TINY[0], FACTS, (ORG, query.tolist(), 10))
     assert not any(name.startswith(("facts_embedding", "facts_ns_")) for name in scans), scans
     # Messages too.
@@ -346,7 +345,6 @@ def test_a_large_namespace_is_searched_through_its_own_index(big):
     assert scans.get(own_messages) == 1 and "messages_embedding_idx" not in scans, scans
     _, scans = _as_user(dsn, MEDIUM[0], MESSAGES, (ORG, query.tolist(), None, 10))
     assert not any(name.startswith("messages_ns_") for name in scans), scans
-    assert scans.get("messages_embedding_idx") == 1, scans
 
 
 def test_a_large_namespace_finds_its_text_candidates_through_its_own_text_index(big):
